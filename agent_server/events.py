@@ -1,0 +1,122 @@
+"""Leaf module: the events a turn emits while it runs, a closed union keyed by `type`.
+
+The loop produces them; `server/streaming.py` turns each into a `notifications/progress`
+(one-line message) and, for clients that opted in, a full `notifications/agent_server/event`.
+Every event carries the turn's `turn_id`, `session_id` and `trace_id`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from agent_server.types import CompactionRecord, ToolCall, ToolResult, TurnStatus, Usage
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    turn_id: str
+    session_id: str
+    trace_id: str
+
+
+class TurnEvent(_Event):
+    """A turn started."""
+
+    type: Literal["turn"] = "turn"
+    prompt: str
+
+
+class StatusEvent(_Event):
+    """The loop entered a phase (`compact`, `sampling`, `executing_tools`, `finalizing`)."""
+
+    type: Literal["status"] = "status"
+    phase: str
+    message: str
+
+
+class PromptPart(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    title: str
+    source: str
+    tokens: int
+
+
+class PromptTraceEvent(_Event):
+    """The parts the system prompt was built from, with their estimated tokens."""
+
+    type: Literal["prompt_trace"] = "prompt_trace"
+    parts: list[PromptPart]
+    history_tokens: int
+    tool_schema_tokens: int
+
+
+class TokenEvent(_Event):
+    """Text the model produced; consecutive deltas may be coalesced into one event."""
+
+    type: Literal["token"] = "token"
+    delta: str
+
+
+class ToolStartEvent(_Event):
+    type: Literal["tool_start"] = "tool_start"
+    tool_round: int
+    call: ToolCall
+
+
+class ToolProgressEvent(_Event):
+    type: Literal["tool_progress"] = "tool_progress"
+    call_id: str
+    name: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+class ToolResultEvent(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    tool_round: int
+    result: ToolResult
+
+
+class CompactionEvent(_Event):
+    type: Literal["compaction"] = "compaction"
+    record: CompactionRecord
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    error_type: str
+    message: str
+
+
+class DoneEvent(_Event):
+    type: Literal["done"] = "done"
+    status: TurnStatus
+    final_text: str
+    usage: Usage
+
+
+AgentEvent = Annotated[
+    TurnEvent
+    | StatusEvent
+    | PromptTraceEvent
+    | TokenEvent
+    | ToolStartEvent
+    | ToolProgressEvent
+    | ToolResultEvent
+    | CompactionEvent
+    | ErrorEvent
+    | DoneEvent,
+    Field(discriminator="type"),
+]
+
+EventSink = Callable[[AgentEvent], Awaitable[None]]
+"""Where a running turn sends its events."""
+
+AGENT_EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)

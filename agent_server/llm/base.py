@@ -1,0 +1,52 @@
+"""The model boundary: what the loop needs from any LLM provider.
+
+A provider turns a `ModelRequest` (messages in the normalised shape of `agent_server.types`,
+tool specs, an optional model override) into one `ModelResponse`. Text may be streamed
+through `on_text` as it arrives; the response still carries the whole text. Failures raise
+`agent_server.errors.ModelError`; cancellation propagates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_server.types import Message, ToolCall, ToolSpec, Usage
+
+TextCallback = Callable[[str], Awaitable[None]]
+
+
+class ModelRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list[ToolSpec])
+    model: str | None = None
+    purpose: str = "turn"
+    """`turn` for the agent loop, `compaction` for summaries."""
+
+
+class ModelResponse(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list[ToolCall])
+    reasoning: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    model: str | None = None
+
+
+class LLMClient(Protocol):
+    """One model provider."""
+
+    name: str
+
+    async def complete(self, request: ModelRequest, *, on_text: TextCallback | None = None) -> ModelResponse:
+        """Sample the model once.
+
+        Raises:
+            ModelError: the call failed (after the provider's own retries).
+        """
+        ...

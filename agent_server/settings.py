@@ -1,0 +1,103 @@
+"""Settings: everything the server is configured with, validated once at construction.
+
+Sources, lowest precedence first: defaults, the config file (`--config`, JSON or TOML, keys as
+below), environment (`AGENT_SERVER_LLM`), command-line flags. `load_settings` merges them.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agent_server.errors import ConfigError
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workspace: Path = Field(default_factory=Path.cwd)
+    """Root the built-in tools are confined to, and where `.agent_server/prompts/` is read."""
+    state_dir: Path | None = None
+    """Where `state.db` lives; `<workspace>/.agent_server` when not set."""
+    llm: str | None = None
+    """`script:PATH` (deterministic replay); other providers come with their own issue."""
+    log_level: LogLevel = "INFO"
+    system_prompt: str | None = None
+    """Extra system prompt text, appended after the built-in default and the workspace prompt files."""
+    context_window: int = Field(default=128_000, ge=1_000)
+    """The model's context window in tokens; preflight compaction keys off it."""
+    compact_threshold: float = Field(default=0.8, gt=0, le=1)
+    """Compact before sampling when the estimated prompt exceeds this fraction of the window."""
+    compact_keep_last: int = Field(default=8, ge=0)
+    """Recent messages kept verbatim by preflight compaction and by `compact` by default."""
+    max_tool_passes: int = Field(default=50, ge=0, le=1000)
+    turn_timeout_s: float | None = Field(default=None, gt=0)
+    token_flush_interval_s: float = Field(default=0.05, ge=0)
+    """Token deltas are coalesced into one event per interval."""
+    read_file_max_bytes: int = Field(default=256 * 1024, ge=1)
+    search_max_matches: int = Field(default=200, ge=1)
+
+    @model_validator(mode="after")
+    def _resolve_paths(self) -> Settings:
+        workspace = self.workspace.expanduser().resolve()
+        object.__setattr__(self, "workspace", workspace)
+        state = self.state_dir.expanduser().resolve() if self.state_dir else workspace / ".agent_server"
+        object.__setattr__(self, "state_dir", state)
+        return self
+
+    @property
+    def state_path(self) -> Path:
+        assert self.state_dir is not None  # set by the validator
+        return self.state_dir
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse a JSON or TOML config file into a dict.
+
+    Raises:
+        ConfigError: the file is missing, unreadable or malformed.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    try:
+        data: object = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold an object at the top level")
+    return data  # pyright: ignore[reportUnknownVariableType]
+
+
+def load_settings(*, config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+    """Merge the config file and explicit overrides (None values ignored) into Settings.
+
+    Raises:
+        ConfigError: a value is invalid; the message names the field.
+    """
+    values: dict[str, Any] = read_config_file(config_file) if config_file else {}
+    if config_file:
+        _resolve_relative_to(values, config_file.parent)
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid settings: {problems}") from exc
+
+
+def _resolve_relative_to(values: dict[str, Any], base: Path) -> None:
+    """Paths in a config file are relative to the file, not to the current directory."""
+    for key in ("workspace", "state_dir"):
+        if isinstance(values.get(key), str):
+            values[key] = str((base / values[key]).expanduser())
+    llm = values.get("llm")
+    if isinstance(llm, str) and llm.startswith("script:"):
+        values["llm"] = "script:" + str(base / llm.removeprefix("script:"))

@@ -1,0 +1,59 @@
+"""The session store boundary: sessions, history, turn records, compactions, the active session.
+
+Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` checks it):
+
+- Sessions list newest-created first; turns list oldest first. Cursors are opaque strings.
+- `begin_turn` makes a turn visible as `running`. `finish_turn` writes the final record and the
+  turn's history messages in one transaction, so a turn is never half written.
+- `finish_turn` for a session deleted meanwhile writes nothing and returns False.
+- History messages are ordered by `seq`, increasing within a session. Compaction archives the
+  messages with `seq <= archive_through_seq` (they stay stored, marked archived) and sets the
+  session's summary; `load_history` returns the summary and the live messages only.
+- A fork copies the history as it stood right after `at_turn` (or all of it), with the
+  summary and archive marks that were in force then, into a new session.
+- Every method raises `SessionNotFound` for an unknown session id, except `finish_turn`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from agent_server.types import CompactionRecord, Message, SessionHistory, SessionInfo, StoredMessage, TurnRecord
+
+
+class SessionStore(Protocol):
+    async def create_session(self, *, title: str, metadata: dict[str, Any]) -> SessionInfo: ...
+
+    async def get_session(self, session_id: str) -> SessionInfo: ...
+
+    async def list_sessions(self, *, cursor: str | None, limit: int) -> tuple[list[SessionInfo], str | None]: ...
+
+    async def delete_session(self, session_id: str) -> None: ...
+
+    async def set_active(self, session_id: str) -> None: ...
+
+    async def get_active(self) -> str | None:
+        """The active session's id, or None when there is none (or it was deleted)."""
+        ...
+
+    async def load_history(self, session_id: str) -> SessionHistory: ...
+
+    async def all_messages(self, session_id: str) -> list[tuple[StoredMessage, bool]]:
+        """Every stored message of the session, archived ones included, with its archived flag."""
+        ...
+
+    async def begin_turn(self, record: TurnRecord) -> None: ...
+
+    async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool: ...
+
+    async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord: ...
+
+    async def list_turns(self, session_id: str, *, cursor: str | None, limit: int) -> tuple[list[TurnRecord], str | None]: ...
+
+    async def save_compaction(self, session_id: str, record: CompactionRecord, *, archive_through_seq: int) -> None: ...
+
+    async def list_compactions(self, session_id: str) -> list[CompactionRecord]: ...
+
+    async def fork_session(self, session_id: str, *, at_turn: str | None, title: str | None) -> SessionInfo: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,205 @@
+"""Leaf module: the normalised conversation and the records every layer shares.
+
+Nothing here imports from the package. Messages follow the OpenAI Chat Completions shape
+(roles `system`/`user`/`assistant`/`tool`, assistant `tool_calls`, `tool_call_id` on tool
+results) because every provider we speak maps onto it; content is either plain text or a
+list of text and image parts so that tool results carrying images reach the model as images.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def new_id(prefix: str) -> str:
+    """A short random identifier such as `ses_3f9a...`; unique enough for one user's store."""
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def utc_now() -> str:
+    """The current time as an ISO 8601 string in UTC (millisecond precision)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- content and messages ---------------------------------------------------------------
+
+
+class TextPart(_Model):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImagePart(_Model):
+    type: Literal["image"] = "image"
+    data: str
+    """Base64-encoded image bytes."""
+    mime_type: str
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolCall(_Model):
+    """A tool call the model asked for."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments_error: str | None = None
+    """Set when the model sent arguments that are not a JSON object; the tool is then not run."""
+
+
+class Message(_Model):
+    role: Role
+    content: str | list[ContentPart] = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list[ToolCall])
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        """The message's text, with image parts left out."""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(part.text for part in self.content if isinstance(part, TextPart))
+
+
+class ToolSpec(_Model):
+    """A tool the agent's model can call."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    source: str = "builtin"
+    """`builtin`, `plugin`, or `mcp:<server>`."""
+
+
+class ToolResult(_Model):
+    """What a tool call produced. A failed call is data for the model, never an exception."""
+
+    call_id: str
+    name: str
+    is_error: bool = False
+    content: list[ContentPart] = Field(default_factory=list[ContentPart])
+    structured: dict[str, Any] | None = None
+    duration_s: float = 0.0
+
+    def text(self) -> str:
+        return "\n".join(part.text for part in self.content if isinstance(part, TextPart))
+
+
+# --- turn records ------------------------------------------------------------------------
+
+TurnStatus = Literal["running", "completed", "failed", "halted", "cancelled", "timed_out", "interrupted"]
+TraceMode = Literal["standard", "extended"]
+
+
+class Usage(_Model):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0) + (other.cost_usd or 0)
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            cost_usd=cost,
+        )
+
+
+class AssistantTurn(_Model):
+    phase: str
+    """`initial` for the first model call of a turn, `followup_N` after tool round N."""
+    text: str
+    tool_calls: list[ToolCall] = Field(default_factory=list[ToolCall])
+    reasoning: str | None = None
+    """The model's reasoning text; kept only with trace mode `extended`."""
+
+
+class ToolRound(_Model):
+    tool_round: int
+    requested_tools: list[ToolCall]
+    tool_results: list[ToolResult]
+
+
+class Transition(_Model):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    from_: str = Field(alias="from")
+    to: str
+    reason: str
+
+
+class ErrorInfo(_Model):
+    type: str
+    message: str
+
+
+class CompactionRecord(_Model):
+    summary: str
+    mode: Literal["llm", "fallback"]
+    compacted_message_count: int
+    preserved_message_count: int
+    estimated_tokens_before: int
+    estimated_tokens_after: int
+    reason: str
+    created_at: str
+    dry_run: bool = False
+    error: str | None = None
+    """Why the model summary failed, when `mode` is `fallback`."""
+
+
+class TurnRecord(_Model):
+    turn_id: str
+    session_id: str
+    trace_id: str
+    status: TurnStatus
+    prompt: str
+    final_text: str = ""
+    assistant_turns: list[AssistantTurn] = Field(default_factory=list[AssistantTurn])
+    tool_rounds: list[ToolRound] = Field(default_factory=list[ToolRound])
+    transitions: list[Transition] = Field(default_factory=list[Transition])
+    usage: Usage = Field(default_factory=Usage)
+    compaction: CompactionRecord | None = None
+    error: ErrorInfo | None = None
+    trace: TraceMode = "standard"
+    model: str | None = None
+    started_at: str
+    finished_at: str | None = None
+
+
+class SessionInfo(_Model):
+    session_id: str
+    title: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: str
+    updated_at: str
+    turn_count: int = 0
+    active: bool = False
+
+
+class StoredMessage(_Model):
+    """A history message as the store keeps it: ordered by `seq`, tagged with its turn."""
+
+    seq: int
+    turn_id: str | None
+    message: Message
+
+
+class SessionHistory(_Model):
+    """A session's live context: the latest compaction summary and the messages after it."""
+
+    summary: str | None
+    messages: list[StoredMessage]
