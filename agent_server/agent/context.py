@@ -1,0 +1,42 @@
+"""What a turn needs from the outside world, passed in by the composition root.
+
+The agent layer sees only protocols (`LLMClient`, `Toolset`, `SessionStore`) and the event
+sink; `server/app.py` decides which implementations stand behind them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent_server.events import EventSink
+from agent_server.llm.base import LLMClient
+from agent_server.settings import Settings
+from agent_server.store.base import SessionStore
+from agent_server.tools.base import Toolset
+from agent_server.types import TraceMode
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentDeps:
+    settings: Settings
+    store: SessionStore
+    llm: LLMClient
+    tools: Toolset
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnRequest:
+    prompt: str
+    session_id: str
+    trace_id: str
+    max_tool_passes: int
+    timeout_s: float | None = None
+    trace: TraceMode = "standard"
+    model: str | None = None
+
+
+async def discard_event(_event: object) -> None:
+    """An event sink for callers that do not stream."""
+
+
+DISCARD: EventSink = discard_event

@@ -1,0 +1,139 @@
+"""The sampling and tool-round loop of one turn: a small state machine.
+
+    sampling --(answer without tools)--> finalizing            status completed
+    sampling --(tools requested)-------> executing_tools --> post_tool_decision --> sampling
+    sampling --(tools requested, no passes left)--> finalizing status halted
+    sampling --(model error)-----------> finalizing            status failed
+
+Timeouts and cancellation are applied around this by `agent/turns.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent_server.agent import prompts
+from agent_server.agent.compaction import summary_message
+from agent_server.agent.context import AgentDeps, TurnRequest
+from agent_server.agent.preflight import maybe_compact
+from agent_server.agent.tool_calls import result_messages, run_tool_round
+from agent_server.agent.turn_state import TurnState
+from agent_server.errors import ModelError
+from agent_server.events import EventSink, PromptTraceEvent, StatusEvent, TokenEvent
+from agent_server.llm.base import ModelRequest, ModelResponse
+from agent_server.types import AssistantTurn, ErrorInfo, Message, ToolRound, ToolSpec
+
+
+@dataclass(kw_only=True)
+class _Run:
+    deps: AgentDeps
+    request: TurnRequest
+    state: TurnState
+    emit: EventSink
+    tools: list[ToolSpec]
+    messages: list[Message] = field(default_factory=list[Message])
+
+    @property
+    def ids(self) -> dict[str, str]:
+        s = self.state
+        return {"turn_id": s.turn_id, "session_id": s.session_id, "trace_id": s.trace_id}
+
+    async def status(self, phase: str, message: str) -> None:
+        await self.emit(StatusEvent(phase=phase, message=message, **self.ids))
+
+
+async def drive(deps: AgentDeps, request: TurnRequest, state: TurnState, emit: EventSink) -> None:
+    """Run the loop until the turn has a final status (set on `state`)."""
+    run = _Run(deps=deps, request=request, state=state, emit=emit, tools=await deps.tools.list_tools())
+    await _prepare(run)
+    tool_round = 0
+    while True:
+        await run.status("sampling", f"sampling (round {tool_round + 1})")
+        response = await _sample(run, tool_round)
+        if response is None:
+            return
+        if not response.tool_calls:
+            _finish_with_answer(run, response)
+            return
+        state.transition("sampling", "executing_tools", "assistant_requested_tools")
+        if tool_round >= request.max_tool_passes:
+            _halt(run)
+            return
+        tool_round += 1
+        await _tool_round(run, response, tool_round)
+
+
+async def _prepare(run: _Run) -> None:
+    """Preflight compaction, then the system prompt, the live history and the user's prompt."""
+    settings = run.deps.settings
+    parts = prompts.build_prompt_parts(settings.workspace, settings.system_prompt)
+    system = prompts.render_system_prompt(parts)
+    record = await maybe_compact(run.deps, run.state, system=system, tools=run.tools, emit=run.emit)
+    run.state.compaction = record
+    history = await run.deps.store.load_history(run.state.session_id)
+    live = [m.message for m in history.messages]
+    user = Message(role="user", content=run.request.prompt)
+    run.messages = [Message(role="system", content=system)]
+    if history.summary:
+        run.messages.append(summary_message(history.summary))
+    run.messages += [*live, user]
+    run.state.committed.append(user)
+    await run.emit(
+        PromptTraceEvent(
+            parts=prompts.trace_parts(parts),
+            history_tokens=prompts.estimate_message_tokens(run.messages[1:]),
+            tool_schema_tokens=prompts.estimate_tool_tokens(run.tools),
+            **run.ids,
+        )
+    )
+
+
+async def _sample(run: _Run, tool_round: int) -> ModelResponse | None:
+    """One model call; None when it failed (the turn is then finished as `failed`)."""
+    request = ModelRequest(messages=run.messages, tools=run.tools, model=run.request.model)
+
+    async def on_text(delta: str) -> None:
+        await run.emit(TokenEvent(delta=delta, **run.ids))
+
+    try:
+        response = await run.deps.llm.complete(request, on_text=on_text)
+    except ModelError as exc:
+        run.state.transition("sampling", "finalizing", "model_failed")
+        run.state.finish("failed", error=ErrorInfo(type=exc.type, message=exc.message))
+        return None
+    run.state.usage = run.state.usage + response.usage
+    reasoning = response.reasoning if run.request.trace == "extended" else None
+    phase = "initial" if tool_round == 0 else f"followup_{tool_round}"
+    run.state.assistant_turns.append(
+        AssistantTurn(phase=phase, text=response.text, tool_calls=response.tool_calls, reasoning=reasoning)
+    )
+    return response
+
+
+def _finish_with_answer(run: _Run, response: ModelResponse) -> None:
+    run.state.transition("sampling", "finalizing", "assistant_finished_without_tools")
+    run.state.committed.append(Message(role="assistant", content=response.text))
+    run.state.finish("completed", final_text=response.text)
+
+
+def _halt(run: _Run) -> None:
+    passes = run.request.max_tool_passes
+    run.state.transition("executing_tools", "finalizing", "max_tool_passes_reached")
+    message = f"the model still asked for tools after {passes} tool round(s) (max_tool_passes={passes})"
+    run.state.finish("halted", error=ErrorInfo(type="max_tool_passes", message=message))
+
+
+async def _tool_round(run: _Run, response: ModelResponse, tool_round: int) -> None:
+    await run.status("executing_tools", f"running {len(response.tool_calls)} tool call(s) (round {tool_round})")
+    assistant = Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+    results = await run_tool_round(
+        run.deps.tools, response.tool_calls, tool_round=tool_round, emit=run.emit, ids=run.ids
+    )
+    step = [assistant, *result_messages(results)]
+    run.messages += step
+    run.state.committed += step
+    run.state.tool_rounds.append(
+        ToolRound(tool_round=tool_round, requested_tools=response.tool_calls, tool_results=results)
+    )
+    run.state.transition("executing_tools", "post_tool_decision", "tool_round_completed")
+    run.state.transition("post_tool_decision", "sampling", "runtime_continuation_after_tools")

@@ -1,0 +1,89 @@
+"""Compacting a session: on request (the `compact` tool) and before sampling under token pressure."""
+
+from __future__ import annotations
+
+from agent_server.agent import prompts
+from agent_server.agent.compaction import should_compact, split_for_compaction, summarize
+from agent_server.agent.context import AgentDeps
+from agent_server.agent.turn_state import TurnState
+from agent_server.events import CompactionEvent, EventSink, StatusEvent
+from agent_server.types import CompactionRecord, ToolSpec, utc_now
+
+
+async def compact_session(
+    deps: AgentDeps,
+    session_id: str,
+    *,
+    keep_last: int,
+    instructions: str | None,
+    reason: str,
+    dry_run: bool,
+    emit: EventSink,
+    ids: dict[str, str],
+) -> CompactionRecord:
+    """Summarise all but the last `keep_last` messages; archive them unless `dry_run`.
+
+    With nothing to compact, returns a record with `compacted_message_count == 0` and stores nothing.
+    """
+    history = await deps.store.load_history(session_id)
+    to_compact, preserved = split_for_compaction(history.messages, keep_last)
+    if not to_compact:
+        return _nothing_to_compact(history.summary, len(preserved), reason, dry_run)
+    record = await summarize(
+        deps.llm,
+        to_compact=to_compact,
+        preserved=preserved,
+        previous_summary=history.summary,
+        instructions=instructions,
+        reason=reason,
+    )
+    record = record.model_copy(update={"dry_run": dry_run})
+    if not dry_run:
+        await deps.store.save_compaction(session_id, record, archive_through_seq=to_compact[-1].seq)
+    await emit(CompactionEvent(record=record, **ids))
+    return record
+
+
+async def maybe_compact(
+    deps: AgentDeps, state: TurnState, *, system: str, tools: list[ToolSpec], emit: EventSink
+) -> CompactionRecord | None:
+    """Compact before sampling when the estimated prompt crosses the configured threshold."""
+    settings = deps.settings
+    history = await deps.store.load_history(state.session_id)
+    history_text = (history.summary or "") + state.prompt
+    history_tokens = prompts.estimate_message_tokens([m.message for m in history.messages])
+    if not should_compact(
+        system_tokens=prompts.estimate_tokens(system),
+        history_tokens=history_tokens + prompts.estimate_tokens(history_text),
+        tool_tokens=prompts.estimate_tool_tokens(tools),
+        context_window=settings.context_window,
+        threshold=settings.compact_threshold,
+    ):
+        return None
+    ids = {"turn_id": state.turn_id, "session_id": state.session_id, "trace_id": state.trace_id}
+    await emit(StatusEvent(phase="compact", message="compacting context before sampling", **ids))
+    record = await compact_session(
+        deps,
+        state.session_id,
+        keep_last=settings.compact_keep_last,
+        instructions=None,
+        reason="token-pressure",
+        dry_run=False,
+        emit=emit,
+        ids=ids,
+    )
+    return record if record.compacted_message_count else None
+
+
+def _nothing_to_compact(summary: str | None, preserved: int, reason: str, dry_run: bool) -> CompactionRecord:
+    return CompactionRecord(
+        summary=summary or "",
+        mode="fallback",
+        compacted_message_count=0,
+        preserved_message_count=preserved,
+        estimated_tokens_before=0,
+        estimated_tokens_after=0,
+        reason=f"{reason}: nothing to compact",
+        created_at=utc_now(),
+        dry_run=dry_run,
+    )

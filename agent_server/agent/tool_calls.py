@@ -1,0 +1,88 @@
+"""One tool round: run the calls the model asked for and turn the results into messages.
+
+The calls of a round run concurrently (the model asked for them together, so they are
+independent); results keep the order of the calls. A call whose arguments were not valid
+JSON is not run: the model gets an error result for it with the same call id.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from agent_server.events import AgentEvent, ToolProgressEvent, ToolResultEvent, ToolStartEvent
+from agent_server.tools.base import Toolset
+from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
+
+EventFactory = Callable[..., Awaitable[None]]
+
+IMAGE_NOTE = (
+    "Tool-provided image observation(s). Inspect these pixels as evidence for the active task; "
+    "this is not a new user request."
+)
+
+
+async def run_tool_round(
+    tools: Toolset,
+    calls: list[ToolCall],
+    *,
+    tool_round: int,
+    emit: Callable[[AgentEvent], Awaitable[None]],
+    ids: dict[str, str],
+) -> list[ToolResult]:
+    """Run every call of one round concurrently; return the results in call order."""
+    results: list[ToolResult | None] = [None] * len(calls)
+
+    async def run_one(index: int, call: ToolCall) -> None:
+        await emit(ToolStartEvent(tool_round=tool_round, call=call, **ids))
+        result = await _call(tools, call, emit=emit, ids=ids)
+        results[index] = result
+        await emit(ToolResultEvent(tool_round=tool_round, result=result, **ids))
+
+    async with anyio.create_task_group() as tg:
+        for index, call in enumerate(calls):
+            tg.start_soon(run_one, index, call)
+    return [r for r in results if r is not None]
+
+
+async def _call(
+    tools: Toolset, call: ToolCall, *, emit: Callable[[AgentEvent], Awaitable[None]], ids: dict[str, str]
+) -> ToolResult:
+    if call.arguments_error is not None:
+        text = f"invalid arguments for {call.name}: {call.arguments_error}; the tool was not run"
+        return ToolResult(call_id=call.id, name=call.name, is_error=True, content=[TextPart(text=text)])
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        event = ToolProgressEvent(
+            call_id=call.id, name=call.name, progress=progress, total=total, message=message, **ids
+        )
+        await emit(event)
+
+    started = time.perf_counter()
+    result = await tools.call_tool(call.id, call.name, call.arguments, on_progress=on_progress)
+    if result.duration_s == 0.0:
+        result = result.model_copy(update={"duration_s": round(time.perf_counter() - started, 6)})
+    return result
+
+
+def result_messages(results: list[ToolResult]) -> list[Message]:
+    """The `tool` messages for a round, then one `user` message carrying any images."""
+    messages = [
+        Message(role="tool", tool_call_id=r.call_id, name=r.name, content=_tool_message_text(r)) for r in results
+    ]
+    images: list[ContentPart] = [part for r in results for part in r.content if isinstance(part, ImagePart)]
+    if images:
+        messages.append(Message(role="user", content=[TextPart(text=IMAGE_NOTE), *images]))
+    return messages
+
+
+def _tool_message_text(result: ToolResult) -> str:
+    text = result.text()
+    if not text and result.structured is not None:
+        text = json.dumps(result.structured, ensure_ascii=False)
+    if any(isinstance(part, ImagePart) for part in result.content):
+        text = f"{text}\n[image attached in the next message]".strip()
+    return f"Error: {text}" if result.is_error else text

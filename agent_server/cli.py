@@ -1,0 +1,70 @@
+"""Command line: flags and config file -> Settings; logging to stderr; serve MCP over stdio.
+
+stdout is the protocol wire: nothing in this process writes to it except the MCP transport.
+Heavy imports happen after argument parsing so that `--help` and errors are instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent_server.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agent_server.settings import Settings
+
+EXIT_CONFIG = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent-server",
+        description="An agent runtime served over the Model Context Protocol (JSON-RPC over stdio).",
+    )
+    parser.add_argument("--workspace", type=Path, help="workspace root for the agent's tools (default: cwd)")
+    parser.add_argument("--state-dir", type=Path, help="where sessions are stored (default: WORKSPACE/.agent_server)")
+    parser.add_argument("--config", type=Path, help="config file (JSON or TOML)")
+    parser.add_argument("--llm", help="model provider, e.g. script:PATH")
+    parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from agent_server.settings import load_settings
+
+    try:
+        settings = load_settings(
+            config_file=args.config,
+            overrides={"workspace": args.workspace, "state_dir": args.state_dir, "llm": args.llm, "log_level": args.log_level},
+        )
+    except ConfigError as exc:
+        sys.stderr.write(f"agent-server: {exc.message}\n")
+        return EXIT_CONFIG
+    logging.basicConfig(
+        level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return _serve(settings)
+
+
+def _serve(settings: Settings) -> int:
+    import anyio
+
+    from agent_server.server.run import serve_stdio
+
+    try:
+        anyio.run(serve_stdio, settings)
+    except ConfigError as exc:
+        sys.stderr.write(f"agent-server: {exc.message}\n")
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

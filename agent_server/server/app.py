@@ -1,0 +1,108 @@
+"""Composition root: picks the concrete store, model and tools, and builds the MCP server.
+
+`create_server(settings)` returns an SDK low-level `Server` serving both protocol eras. Its
+lifespan opens the store (marking turns left `running` by a dead process as `interrupted`
+before anything is served) and closes it on shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import mcp_types as types
+from mcp import MCPError
+from mcp.server import Server, ServerRequestContext
+
+from agent_server.errors import ConfigError
+from agent_server.llm.base import LLMClient
+from agent_server.server import handlers
+from agent_server.server.state import AppState
+from agent_server.server.tool_table import TOOLS, tool_schemas
+from agent_server.settings import Settings
+from agent_server.store.sqlite import SqliteStore
+from agent_server.tools.builtin import WorkspaceToolset
+from agent_server.tools.registry import ToolRegistry
+
+SERVER_NAME = "agent-server"
+INSTRUCTIONS = (
+    "agent-server runs an LLM agent over this workspace. Call run_turn with a prompt to run one agent "
+    "turn (progress streams as notifications); sessions persist across restarts (session_* tools); "
+    "compact summarises old history."
+)
+
+
+def llm_from_settings(settings: Settings) -> LLMClient:
+    """The provider named by `settings.llm`.
+
+    Raises:
+        ConfigError: the spec names an unknown provider or a bad script.
+    """
+    spec = settings.llm
+    if spec is None:
+        from agent_server.llm.unconfigured import UnconfiguredLLM
+
+        return UnconfiguredLLM()
+    kind, _, arg = spec.partition(":")
+    if kind == "script" and arg:
+        from agent_server.llm.scripted import ScriptedLLM
+
+        return ScriptedLLM.from_file(arg)
+    raise ConfigError(f"unknown --llm {spec!r}: expected script:PATH")
+
+
+def build_state_factory(settings: Settings, llm: LLMClient | None):
+    @asynccontextmanager
+    async def lifespan(_server: Server[AppState]) -> AsyncIterator[AppState]:
+        store = await SqliteStore.open(settings.state_path)
+        try:
+            workspace = WorkspaceToolset(
+                settings.workspace,
+                read_max_bytes=settings.read_file_max_bytes,
+                search_max_matches=settings.search_max_matches,
+            )
+            registry = ToolRegistry([workspace])
+            yield AppState(settings=settings, store=store, llm=llm or llm_from_settings(settings), registry=registry)
+        finally:
+            await store.close()
+
+    return lifespan
+
+
+def create_server(settings: Settings, *, llm: LLMClient | None = None) -> Server[AppState]:
+    """The MCP server for these settings; `llm` overrides the provider named in the settings."""
+    if llm is None:
+        llm = llm_from_settings(settings)  # fail at construction on a bad spec, not at first use
+
+    async def list_tools(ctx: ServerRequestContext[AppState, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[_wire_tool(t) for t in TOOLS.values()])
+
+    async def call_tool(ctx: ServerRequestContext[AppState, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        tool = TOOLS.get(params.name)
+        if tool is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        return await handlers.call_tool(tool, ctx.lifespan_context, ctx, params.arguments or {})
+
+    return Server(
+        SERVER_NAME,
+        version=_version(),
+        instructions=INSTRUCTIONS,
+        lifespan=build_state_factory(settings, llm),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _wire_tool(tool: handlers.ToolDef) -> types.Tool:
+    input_schema, output_schema = tool_schemas(tool.name)
+    return types.Tool(name=tool.name, description=tool.description, input_schema=input_schema, output_schema=output_schema)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agent-server")
+    except PackageNotFoundError:
+        return "0.0.0"

@@ -1,0 +1,151 @@
+"""One handler per exposed tool, and `call_tool`: the one place exceptions become wire results.
+
+A handler validates nothing itself (the params model did) and returns an `Outcome`: the result
+model (-> `structuredContent`), a short text (-> `content`) and whether it is an error. Known
+errors (`AgentServerError`) and invalid arguments become `isError` results whose
+`structuredContent.error` has a `type` and a `message`; anything unexpected is logged and
+reported as `internal_error` without internals. Cancellation always propagates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from pydantic import BaseModel, ValidationError
+
+from agent_server.agent.context import AgentDeps, TurnRequest
+from agent_server.agent.preflight import compact_session
+from agent_server.agent.turns import run_turn
+from agent_server.errors import AgentServerError, InvalidArgument
+from agent_server.server import tool_specs as specs
+from agent_server.server.state import AppState
+from agent_server.server.streaming import EventStreamer
+from agent_server.types import new_id
+
+logger = logging.getLogger(__name__)
+
+Context = ServerRequestContext[AppState, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: BaseModel
+    text: str
+    is_error: bool = False
+
+
+Handler = Callable[[AppState, Context, Any], Awaitable[Outcome]]
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    name: str
+    description: str
+    params: type[BaseModel]
+    result: type[BaseModel]
+    handler: Handler
+
+
+async def call_tool(tool: ToolDef, state: AppState, ctx: Context, arguments: dict[str, Any]) -> types.CallToolResult:
+    """Validate the arguments, run the handler, and map the outcome or the error to a result."""
+    try:
+        params = tool.params.model_validate(arguments)
+        outcome = await tool.handler(state, ctx, params)
+    except ValidationError as exc:
+        return tool_error(InvalidArgument(_validation_message(tool.name, exc)))
+    except AgentServerError as exc:
+        return tool_error(exc)
+    except Exception:
+        logger.exception("tool %s failed", tool.name)
+        return tool_error(AgentServerError(f"internal error in {tool.name}; see the server log"), "internal_error")
+    structured = outcome.result.model_dump(mode="json", by_alias=True)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=outcome.text)],
+        structured_content=structured,
+        is_error=outcome.is_error,
+    )
+
+
+def tool_error(exc: AgentServerError, error_type: str | None = None) -> types.CallToolResult:
+    error = {"type": error_type or exc.type, "message": exc.message}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=exc.message)],
+        structured_content={"error": error},
+        is_error=True,
+    )
+
+
+def _validation_message(tool: str, exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "arguments"
+        message = "unknown argument" if error["type"] == "extra_forbidden" else error["msg"]
+        problems.append(f"{where}: {message}")
+    return f"invalid arguments for {tool}: " + "; ".join(problems)
+
+
+# --- run_turn and compact -------------------------------------------------------------------
+
+
+async def handle_run_turn(state: AppState, ctx: Context, params: specs.RunTurnParams) -> Outcome:
+    session_id = await state.resolve_session(params.session_id, create_title=params.prompt)
+    request = TurnRequest(
+        prompt=params.prompt,
+        session_id=session_id,
+        trace_id=trace_id_from_meta(ctx.meta) or new_id("trace"),
+        max_tool_passes=state.settings.max_tool_passes if params.max_tool_passes is None else params.max_tool_passes,
+        timeout_s=params.timeout_s or state.settings.turn_timeout_s,
+        trace=params.trace,
+        model=params.model,
+    )
+    deps = AgentDeps(settings=state.settings, store=state.store, llm=state.llm, tools=state.registry.filtered(params.tools))
+    streamer = EventStreamer(ctx, flush_interval=state.settings.token_flush_interval_s)
+    async with state.locks.hold(session_id):
+        record = await run_turn(deps, request, streamer)
+    text = record.final_text
+    if record.status != "completed":
+        reason = record.error.message if record.error else record.status
+        text = f"[turn {record.status}] {reason}" + (f"\n\n{text}" if text else "")
+    return Outcome(record, text, is_error=record.status == "failed")
+
+
+async def handle_compact(state: AppState, ctx: Context, params: specs.CompactParams) -> Outcome:
+    session_id = await state.resolve_session(params.session_id)
+    streamer = EventStreamer(ctx, flush_interval=state.settings.token_flush_interval_s)
+    ids = {"turn_id": new_id("compact"), "session_id": session_id, "trace_id": trace_id_from_meta(ctx.meta) or new_id("trace")}
+    keep_last = state.settings.compact_keep_last if params.keep_last is None else params.keep_last
+    async with state.locks.hold(session_id):
+        record = await compact_session(
+            state.deps(),
+            session_id,
+            keep_last=keep_last,
+            instructions=params.instructions,
+            reason="manual",
+            dry_run=params.dry_run,
+            emit=streamer,
+            ids=ids,
+        )
+    await streamer.flush()
+    result = specs.CompactResult(session_id=session_id, **record.model_dump())
+    verb = "would compact" if record.dry_run else "compacted"
+    text = f"{verb} {record.compacted_message_count} message(s) ({record.mode}), kept {record.preserved_message_count}"
+    return Outcome(result, text + (f"\n\n{record.summary}" if record.summary else ""))
+
+
+def trace_id_from_meta(meta: Any) -> str | None:
+    """The caller's trace id from request `_meta`: `trace_id`, `traceId`, or a W3C `traceparent`."""
+    if not isinstance(meta, dict):
+        return None
+    for key in ("trace_id", "traceId"):
+        value = meta.get(key)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(value, str) and value:
+            return value
+    parent = meta.get("traceparent")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if isinstance(parent, str) and parent.count("-") == 3:
+        return parent.split("-")[1]
+    return None

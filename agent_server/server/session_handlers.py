@@ -1,0 +1,75 @@
+"""Handlers of the `session_*` and `agent_tools` tools."""
+
+from __future__ import annotations
+
+from agent_server.server import tool_specs as specs
+from agent_server.server.handlers import Context, Outcome
+from agent_server.server.state import AppState
+from agent_server.types import SessionInfo
+
+
+def _describe(session: SessionInfo) -> str:
+    active = " (active)" if session.active else ""
+    return f"{session.session_id}{active}: {session.title!r}, {session.turn_count} turn(s), updated {session.updated_at}"
+
+
+async def handle_create(state: AppState, ctx: Context, params: specs.SessionCreateParams) -> Outcome:
+    session = await state.create_session(title=params.title or "Untitled session", metadata=params.metadata or {})
+    return Outcome(session, "created " + _describe(session))
+
+
+async def handle_list(state: AppState, ctx: Context, params: specs.SessionListParams) -> Outcome:
+    sessions, next_cursor = await state.store.list_sessions(cursor=params.cursor, limit=params.limit)
+    lines = [_describe(s) for s in sessions] or ["no sessions"]
+    if next_cursor:
+        lines.append(f"more: next_cursor={next_cursor}")
+    return Outcome(specs.SessionListResult(sessions=sessions, next_cursor=next_cursor), "\n".join(lines))
+
+
+async def handle_get(state: AppState, ctx: Context, params: specs.SessionGetParams) -> Outcome:
+    session_id = await state.resolve_session(params.session_id)
+    session = await state.store.get_session(session_id)
+    turns, next_cursor = await state.store.list_turns(session_id, cursor=params.turns_cursor, limit=params.turns_limit)
+    compactions = await state.store.list_compactions(session_id)
+    history = None
+    if params.include_history:
+        stored = await state.store.all_messages(session_id)
+        history = [
+            specs.HistoryEntry(seq=m.seq, turn_id=m.turn_id, archived=archived, message=m.message)
+            for m, archived in stored
+        ]
+    summary = (await state.store.load_history(session_id)).summary
+    result = specs.SessionGetResult(
+        **session.model_dump(),
+        turns=turns,
+        next_turns_cursor=next_cursor,
+        summary=summary,
+        compactions=compactions,
+        history=history,
+    )
+    return Outcome(result, _describe(session))
+
+
+async def handle_switch(state: AppState, ctx: Context, params: specs.SessionIdParams) -> Outcome:
+    session = await state.store.get_session(params.session_id)
+    await state.store.set_active(session.session_id)
+    session = session.model_copy(update={"active": True})
+    return Outcome(session, "switched to " + _describe(session))
+
+
+async def handle_fork(state: AppState, ctx: Context, params: specs.SessionForkParams) -> Outcome:
+    source = await state.resolve_session(params.session_id)
+    session = await state.store.fork_session(source, at_turn=params.at_turn, title=params.title)
+    return Outcome(session, f"forked {source} into " + _describe(session))
+
+
+async def handle_delete(state: AppState, ctx: Context, params: specs.SessionIdParams) -> Outcome:
+    await state.store.delete_session(params.session_id)
+    result = specs.SessionDeleteResult(session_id=params.session_id, deleted=True)
+    return Outcome(result, f"deleted {params.session_id}")
+
+
+async def handle_agent_tools(state: AppState, ctx: Context, params: specs.AgentToolsParams) -> Outcome:
+    tools = await state.registry.list_tools()
+    lines = [f"{t.name} ({t.source})" for t in tools]
+    return Outcome(specs.AgentToolsResult(tools=tools, servers=[]), "\n".join(lines) or "no tools")
