@@ -1,0 +1,130 @@
+"""The system prompt and the token estimates the loop budgets with.
+
+The system prompt is built from parts, in order: the built-in default, each `*.md` file in
+`<workspace>/.agent_server/prompts/` (sorted by file name), then the configured `system_prompt`.
+Each part is traced (id, title, source, estimated tokens) in the turn's `prompt_trace` event.
+
+Token counts are estimates (about four characters per token), good enough to decide when to
+compact; no tokenizer is involved.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_server import events
+from agent_server.types import ImagePart, Message, ToolSpec
+
+logger = logging.getLogger(__name__)
+
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Role and separators of one message, as chat formats spend them."""
+IMAGE_TOKENS = 765
+"""An image counted at a typical high-detail cost, whatever its byte size."""
+PROMPTS_DIR = Path(".agent_server") / "prompts"
+"""Where workspace prompt files live, relative to the workspace."""
+
+DEFAULT_PROMPT = """\
+You are an agent working in the user's workspace through the tools you are given.
+
+- Use the tools to find out; do not guess file contents, names or results you can check.
+- Be accurate: when you state a fact from the workspace, cite the file (and line where useful).
+- Read before you conclude; prefer a few targeted tool calls over many broad ones.
+- If a tool fails, read its error, adjust the call or explain what blocked you.
+- Say plainly when something is unknown, ambiguous or not done.
+- Answer concisely: lead with the result, then the evidence."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptPart:
+    """One section of the system prompt."""
+
+    id: str
+    """`default`, `workspace:<file name>` or `config`."""
+    title: str
+    source: str
+    """Where the text came from: `builtin`, a path relative to the workspace, or `settings`."""
+    body: str
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters per token, rounded up; at least 1 for non-empty text."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def estimate_message_tokens(messages: Iterable[Message]) -> int:
+    """Estimated tokens of messages: text, tool calls (as JSON), images and a per-message overhead."""
+    total = 0
+    for message in messages:
+        total += MESSAGE_OVERHEAD_TOKENS + estimate_tokens(message.text())
+        if not isinstance(message.content, str):
+            total += IMAGE_TOKENS * sum(isinstance(part, ImagePart) for part in message.content)
+        if message.tool_calls:
+            calls = [call.model_dump(mode="json", exclude_none=True) for call in message.tool_calls]
+            total += estimate_tokens(json.dumps(calls, ensure_ascii=False))
+    return total
+
+
+def estimate_tool_tokens(tools: Sequence[ToolSpec]) -> int:
+    """Estimated tokens of the tool schemas sent with a request (their JSON length / 4)."""
+    if not tools:
+        return 0
+    return estimate_tokens(json.dumps([tool.model_dump(mode="json") for tool in tools], ensure_ascii=False))
+
+
+def build_prompt_parts(workspace: Path, config_prompt: str | None) -> list[PromptPart]:
+    """The system prompt's parts: the default, the workspace's prompt files, the configured prompt.
+
+    Reads files (blocking): call it from a worker thread in async code. A prompt file that cannot
+    be read or decoded as UTF-8 is skipped with a warning; an empty one is skipped silently.
+    """
+    parts = [PromptPart(id="default", title="Agent", source="builtin", body=DEFAULT_PROMPT)]
+    parts.extend(_workspace_parts(workspace))
+    if config_prompt and config_prompt.strip():
+        parts.append(
+            PromptPart(id="config", title="Configured instructions", source="settings", body=config_prompt.strip())
+        )
+    return parts
+
+
+def _workspace_parts(workspace: Path) -> list[PromptPart]:
+    directory = workspace / PROMPTS_DIR
+    try:
+        files = sorted((p for p in directory.glob("*.md") if p.is_file()), key=lambda p: p.name)
+    except OSError as exc:
+        logger.warning("cannot list prompt directory %s: %s", directory, exc.strerror)
+        return []
+    parts: list[PromptPart] = []
+    for path in files:
+        source = (PROMPTS_DIR / path.name).as_posix()
+        try:
+            body = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            logger.warning("skipping prompt file %s: %s", source, exc)
+            continue
+        if body:
+            parts.append(PromptPart(id=f"workspace:{path.name}", title=path.stem, source=source, body=body))
+    return parts
+
+
+def _render_part(part: PromptPart) -> str:
+    return f"## {part.title}\n{part.body}"
+
+
+def render_system_prompt(parts: Sequence[PromptPart]) -> str:
+    """The system message text: each part as `## title` then its body, separated by blank lines."""
+    return "\n\n".join(_render_part(part) for part in parts)
+
+
+def trace_parts(parts: Sequence[PromptPart]) -> list[events.PromptPart]:
+    """The parts as the `prompt_trace` event reports them, with estimated tokens."""
+    return [
+        events.PromptPart(id=part.id, title=part.title, source=part.source, tokens=estimate_tokens(_render_part(part)))
+        for part in parts
+    ]

@@ -1,0 +1,262 @@
+"""`ScriptedLLM`: a deterministic model that replays a JSON script of responses.
+
+For tests, demos and users' own CI (`--llm script:PATH`). The script is a file
+`{"responses": [...]}`; each response is one model call, answered in order:
+
+```json
+{"responses": [
+  {"content": "Let me look.", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+  {"expect_contains": "a.txt", "content": "It says hello.", "usage": {"prompt_tokens": 50, "completion_tokens": 5}},
+  {"delay_s": 2, "error": {"message": "provider down"}}
+]}
+```
+
+Fields of a response (any other key is rejected when the script is loaded):
+
+- `content`: the answer text, streamed to `on_text` in a few chunks.
+- `tool_calls`: `[{"name", "arguments", "id"?}]`. `id` defaults to `call_<n>`, n counting the tool
+  calls of the whole script from 1. `arguments` is an object or a JSON string; a string that is
+  not a JSON object gives a `ToolCall` with `arguments={}` and `arguments_error` set.
+- `reasoning`: the model's reasoning text.
+- `usage`: `{"prompt_tokens", "completion_tokens"}`; the total is their sum. Zero when absent.
+- `delay_s`: seconds to wait (cancellable) before answering.
+- `error`: `{"message"}`: the call raises `ModelError` with that message, after the delay and after
+  streaming any `content` (which simulates a stream that broke mid-answer). A response with `error`
+  may not also carry `tool_calls`, `reasoning` or `usage`.
+- `expect_contains`: a string or list of strings that must each appear in the request's messages
+  (their JSON form or their plain text); otherwise the call raises `ModelError` naming them.
+
+The script fails loudly: a response is consumed when its call starts (before the delay, so a
+cancelled slow call is not replayed by the next one), and a call after the last response raises
+`ModelError("script exhausted: ...")`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from agent_server.errors import ConfigError, ModelError
+from agent_server.llm.base import ModelRequest, ModelResponse, TextCallback
+from agent_server.types import ToolCall, Usage
+
+STREAM_CHUNK_CHARS = 16
+"""Streamed chunks are runs of whole words of at least this many characters (the last may be shorter)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ScriptedToolCall(_Strict):
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict[str, Any])
+    id: str | None = None
+
+
+class ScriptedUsage(_Strict):
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+
+
+class ScriptedError(_Strict):
+    message: str
+
+
+class ScriptedResponse(_Strict):
+    """One entry of a script, as written in the file."""
+
+    content: str = ""
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list[ScriptedToolCall])
+    reasoning: str | None = None
+    usage: ScriptedUsage | None = None
+    delay_s: float = Field(default=0.0, ge=0)
+    error: ScriptedError | None = None
+    expect_contains: str | list[str] | None = None
+
+    @model_validator(mode="after")
+    def _error_stands_alone(self) -> ScriptedResponse:
+        if self.error is not None and (self.tool_calls or self.reasoning is not None or self.usage is not None):
+            raise ValueError("a response with `error` cannot also have `tool_calls`, `reasoning` or `usage`")
+        return self
+
+
+_RESPONSES_ADAPTER: TypeAdapter[list[ScriptedResponse]] = TypeAdapter(list[ScriptedResponse])
+
+
+class _Step:
+    """A validated response turned into what `complete` needs."""
+
+    def __init__(self, index: int, entry: ScriptedResponse, response: ModelResponse) -> None:
+        self.index = index
+        self.entry = entry
+        self.response = response
+        expected = entry.expect_contains
+        self.expect: tuple[str, ...] = (expected,) if isinstance(expected, str) else tuple(expected or ())
+
+
+class ScriptedLLM:
+    """An `LLMClient` that answers from a script, in order.
+
+    Attributes:
+        calls: every request seen, in order, including those that then failed.
+    """
+
+    name = "script"
+
+    def __init__(self, responses: Sequence[Mapping[str, Any] | ScriptedResponse], *, source: str = "script") -> None:
+        """Validate the responses.
+
+        Raises:
+            ConfigError: a response is malformed; the message names its index and the bad key.
+        """
+        try:
+            entries = _RESPONSES_ADAPTER.validate_python(list(responses))
+        except ValidationError as exc:
+            raise ConfigError(f"invalid {source}: {_describe(exc)}") from exc
+        self.source = source
+        self.total = len(entries)
+        self.calls: list[ModelRequest] = []
+        self._steps = deque(_build_steps(entries))
+
+    @classmethod
+    def from_file(cls, path: Path | str) -> ScriptedLLM:
+        """Load a script file `{"responses": [...]}`.
+
+        Raises:
+            ConfigError: the file is missing, unreadable, not JSON, or not a valid script.
+        """
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise ConfigError(f"cannot read script file {path}: {reason}") from exc
+        try:
+            data: object = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"script file {path} is not valid JSON: {exc}") from exc
+        responses = cast(dict[str, Any], data).get("responses") if isinstance(data, dict) else None
+        if not isinstance(responses, list):
+            raise ConfigError(f'script file {path} must hold an object {{"responses": [...]}}')
+        extra = sorted(key for key in cast(dict[str, Any], data) if key != "responses")
+        if extra:
+            raise ConfigError(f"script file {path}: unknown top-level key(s) {', '.join(map(repr, extra))}")
+        return cls(cast(list[Any], responses), source=f"script file {path}")
+
+    @property
+    def remaining(self) -> int:
+        """How many responses are left."""
+        return len(self._steps)
+
+    def assert_complete(self) -> None:
+        """Fail a test that left responses unused."""
+        if self._steps:
+            raise AssertionError(f"{self.remaining} of {self.total} scripted responses were not used")
+
+    async def complete(self, request: ModelRequest, *, on_text: TextCallback | None = None) -> ModelResponse:
+        """Answer with the next response of the script.
+
+        Raises:
+            ModelError: the script is exhausted, the request lacks an expected string, or the
+                response is a scripted error.
+        """
+        self.calls.append(request)
+        if not self._steps:
+            raise ModelError(f"script exhausted: all {self.total} responses used")
+        step = self._steps.popleft()
+        _check_expectations(step, request)
+        if step.entry.delay_s > 0:
+            await anyio.sleep(step.entry.delay_s)
+        if on_text is not None:
+            for chunk in stream_chunks(step.response.text):
+                await on_text(chunk)
+        if step.entry.error is not None:
+            raise ModelError(step.entry.error.message)
+        return step.response.model_copy(update={"model": request.model or self.name})
+
+
+def stream_chunks(text: str, size: int = STREAM_CHUNK_CHARS) -> list[str]:
+    """Split text into runs of whole words of about `size` characters; they join back to `text`."""
+    chunks: list[str] = []
+    current = ""
+    for word in re.findall(r"\s*\S+\s*|\s+", text):
+        current += word
+        if len(current) >= size:
+            chunks.append(current)
+            current = ""
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _build_steps(entries: list[ScriptedResponse]) -> list[_Step]:
+    steps: list[_Step] = []
+    call_number = 0
+    for index, entry in enumerate(entries):
+        calls: list[ToolCall] = []
+        for spec in entry.tool_calls:
+            call_number += 1
+            calls.append(_tool_call(spec, spec.id or f"call_{call_number}"))
+        usage = entry.usage or ScriptedUsage()
+        response = ModelResponse(
+            text=entry.content,
+            tool_calls=calls,
+            reasoning=entry.reasoning,
+            usage=Usage(
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                total_tokens=usage.prompt_tokens + usage.completion_tokens,
+            ),
+        )
+        steps.append(_Step(index, entry, response))
+    return steps
+
+
+def _tool_call(spec: ScriptedToolCall, call_id: str) -> ToolCall:
+    if isinstance(spec.arguments, dict):
+        return ToolCall(id=call_id, name=spec.name, arguments=spec.arguments)
+    try:
+        parsed: object = json.loads(spec.arguments)
+    except ValueError as exc:
+        return ToolCall(id=call_id, name=spec.name, arguments_error=f"arguments are not valid JSON: {exc}")
+    if not isinstance(parsed, dict):
+        kind = type(parsed).__name__
+        return ToolCall(id=call_id, name=spec.name, arguments_error=f"arguments must be a JSON object, not {kind}")
+    return ToolCall(id=call_id, name=spec.name, arguments=parsed)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _check_expectations(step: _Step, request: ModelRequest) -> None:
+    if not step.expect:
+        return
+    dumped = json.dumps([m.model_dump(mode="json") for m in request.messages], ensure_ascii=False)
+    plain = "\n".join(m.text() for m in request.messages)
+    missing = [s for s in step.expect if s not in dumped and s not in plain]
+    if missing:
+        names = ", ".join(repr(s) for s in missing)
+        raise ModelError(f"script response {step.index}: the request does not contain {names}")
+
+
+def _describe(exc: ValidationError) -> str:
+    """`response 2: unknown key 'foo'; response 3: tool_calls.0.name: Field required`."""
+    problems: dict[str, list[str]] = {}
+    for error in exc.errors():
+        loc = list(error["loc"])
+        where = f"response {loc.pop(0)}" if loc and isinstance(loc[0], int) else "responses"
+        # A union field (`arguments`, `expect_contains`) reports each alternative under its type's name.
+        loc = [part for part in loc if not (isinstance(part, str) and part.startswith(("str", "list[", "dict[")))]
+        if error["type"] == "extra_forbidden" and loc:
+            key = loc.pop()
+            where += f": {'.'.join(map(str, loc))}" if loc else ""
+            problems.setdefault(where, []).append(f"unknown key {key!r}")
+        else:
+            where += f": {'.'.join(map(str, loc))}" if loc else ""
+            problems.setdefault(where, []).append(error["msg"])
+    return "; ".join(f"{where}: {' or '.join(dict.fromkeys(msgs))}" for where, msgs in problems.items())
