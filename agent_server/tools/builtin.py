@@ -1,0 +1,395 @@
+"""Built-in workspace tools: `read_file`, `list_dir` and `search_text`, confined to the workspace.
+
+Every path argument is relative to the workspace root (an absolute path inside it is accepted too).
+A path is judged by where it really leads: it is resolved, following `..` and symlinks at every
+component, and a path whose target lies outside the root is refused with an error result naming
+it, never clamped. Blocking file I/O runs in a worker thread that is abandoned on cancellation,
+so a cancelled turn does not wait for a slow disk or a long search.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import itertools
+import logging
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import anyio.from_thread
+import anyio.to_thread
+
+from agent_server.errors import ToolFailure
+from agent_server.tools.base import ProgressCallback
+from agent_server.types import ContentPart, ImagePart, TextPart, ToolResult, ToolSpec
+
+logger = logging.getLogger(__name__)
+
+SKIP_DIRS = frozenset({".git", ".agent_server", "node_modules", ".venv"})
+"""Directories `search_text` never descends into."""
+LIST_DIR_MAX_ENTRIES = 1000
+MATCH_LINE_MAX_CHARS = 300
+"""A matching line longer than this is cut in `search_text` output."""
+_SNIFF_BYTES = 8192
+_CHUNK = 64 * 1024
+_IMAGE_MAGIC = {
+    b"\x89PNG\r\n\x1a\n": "image/png",
+    b"\xff\xd8\xff": "image/jpeg",
+    b"GIF87a": "image/gif",
+    b"GIF89a": "image/gif",
+}
+
+_Output = tuple[list[ContentPart], dict[str, Any]]
+
+
+def _schema(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+def _prop(kind: str, description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": kind, "description": description, **extra}
+
+
+_PATH_HELP = "Path relative to the workspace root (an absolute path inside the workspace also works)."
+SPECS: dict[str, ToolSpec] = {
+    spec.name: spec
+    for spec in (
+        ToolSpec(
+            name="read_file",
+            description=(
+                "Read a text file from the workspace and return its exact text (no line numbers). "
+                "Use offset/limit to read part of a large file; output beyond the size limit is cut with a "
+                "note. PNG, JPEG, GIF and WebP images are returned as images. Other binary files are refused."
+            ),
+            input_schema=_schema(
+                ["path"],
+                path=_prop("string", _PATH_HELP),
+                offset=_prop("integer", "First line to return (1-based); default 1.", minimum=1),
+                limit=_prop("integer", "Maximum number of lines to return; default all.", minimum=1),
+            ),
+        ),
+        ToolSpec(
+            name="list_dir",
+            description=(
+                "List a workspace directory: entries sorted by name, directories marked with a trailing '/', "
+                "files with their size in bytes."
+            ),
+            input_schema=_schema([], path=_prop("string", _PATH_HELP, default=".")),
+        ),
+        ToolSpec(
+            name="search_text",
+            description=(
+                "Search text files under a workspace path (recursively) for a Python regular expression, "
+                "line by line. Returns 'path:LINE: text' lines. Skips .git, .agent_server, node_modules, .venv, "
+                "binary files and files over the size limit."
+            ),
+            input_schema=_schema(
+                ["pattern"],
+                pattern=_prop("string", "Python regular expression (re module syntax), matched per line."),
+                path=_prop("string", "File or directory to search. " + _PATH_HELP, default="."),
+                glob=_prop("string", "Only search files whose name or relative path matches, e.g. '*.py'."),
+            ),
+        ),
+    )
+}
+
+
+class WorkspaceToolset:
+    """The built-in tools over one workspace root. Implements `Toolset`."""
+
+    def __init__(self, workspace: Path, *, read_max_bytes: int, search_max_matches: int) -> None:
+        self._root = workspace.expanduser().resolve()
+        self._read_max = read_max_bytes
+        self._max_matches = search_max_matches
+        self._handlers: dict[str, Callable[[dict[str, Any]], _Output]] = {
+            "read_file": self._read_file,
+            "list_dir": self._list_dir,
+            "search_text": self._search_text,
+        }
+
+    async def list_tools(self) -> list[ToolSpec]:
+        return list(SPECS.values())
+
+    async def call_tool(
+        self,
+        call_id: str,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> ToolResult:
+        spec = SPECS.get(name)
+        if spec is None:
+            return _error(call_id, name, f"unknown tool {name!r}")
+        try:
+            args = _check_arguments(spec, arguments)
+            content, structured = await anyio.to_thread.run_sync(self._handlers[name], args, abandon_on_cancel=True)
+        except ToolFailure as exc:
+            return _error(call_id, name, exc.message)
+        except OSError as exc:
+            return _error(call_id, name, f"{name} failed: {self._describe_os_error(exc)}")
+        return ToolResult(call_id=call_id, name=name, content=content, structured=structured)
+
+    def _resolve(self, raw: str) -> Path:
+        """The real path `raw` leads to; ToolFailure when it is outside the workspace."""
+        if "\x00" in raw:
+            raise ToolFailure(f"path {raw!r} contains a NUL character")
+        candidate = Path(raw)
+        if not candidate.is_absolute():
+            candidate = self._root / candidate
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop: RuntimeError before 3.13
+            raise ToolFailure(f"cannot resolve path {raw!r}: {exc}") from exc
+        if not resolved.is_relative_to(self._root):
+            raise ToolFailure(f"path {raw!r} is outside the workspace")
+        return resolved
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self._root).as_posix() or "."
+
+    def _describe_os_error(self, exc: OSError) -> str:
+        reason = exc.strerror or str(exc)
+        if isinstance(exc.filename, str) and Path(exc.filename).is_relative_to(self._root):
+            return f"{self._rel(Path(exc.filename))!r}: {reason}"
+        return reason
+
+    def _read_file(self, args: dict[str, Any]) -> _Output:
+        raw: str = args["path"]
+        path = self._resolve(raw)
+        size = _regular_file_size(raw, path)
+        base: dict[str, Any] = {"path": self._rel(path), "size": size}
+        with path.open("rb") as handle:
+            head = handle.read(_SNIFF_BYTES)
+            mime = _sniff_image(head)
+            if mime is not None:
+                return self._image_output(raw, handle, base, mime)
+            handle.seek(0)
+            offset: int = args.get("offset", 1)
+            skipped = _skip_lines(handle, offset - 1)
+            data, lines, truncated = _take_lines(handle, args.get("limit"), self._read_max)
+        if b"\x00" in head or b"\x00" in data:
+            raise ToolFailure(f"{raw!r} is a binary file ({size} bytes); read_file reads text and images only")
+        if offset > 1 and lines == 0:
+            raise ToolFailure(f"offset {offset} is past the end of {raw!r}, which has {skipped} lines")
+        content: list[ContentPart] = [TextPart(text=data.decode("utf-8", errors="replace"))]
+        if size == 0:
+            content = [TextPart(text="[file is empty]")]
+        if truncated:
+            content.append(TextPart(text=f"[truncated: file is {size} bytes; read with offset/limit]"))
+        return content, {**base, "lines_returned": lines, "truncated": truncated}
+
+    def _image_output(self, raw: str, handle: BinaryIO, base: dict[str, Any], mime: str) -> _Output:
+        size: int = base["size"]
+        if size > self._read_max:
+            raise ToolFailure(f"image {raw!r} is {size} bytes, over the read limit of {self._read_max} bytes")
+        handle.seek(0)
+        data = handle.read(self._read_max + 1)
+        content: list[ContentPart] = [
+            TextPart(text=f"Image {base['path']} ({mime}, {size} bytes)"),
+            ImagePart(data=base64.b64encode(data).decode("ascii"), mime_type=mime),
+        ]
+        return content, {**base, "lines_returned": 0, "truncated": False, "mime_type": mime}
+
+    def _list_dir(self, args: dict[str, Any]) -> _Output:
+        raw: str = args.get("path", ".")
+        path = self._resolve(raw)
+        if not path.exists():
+            raise ToolFailure(f"directory not found: {raw!r}")
+        if not path.is_dir():
+            raise ToolFailure(f"{raw!r} is not a directory; use read_file to read a file")
+        with os.scandir(path) as scan:
+            found = sorted(scan, key=lambda entry: entry.name)
+        entries = [self._describe_entry(entry) for entry in found[:LIST_DIR_MAX_ENTRIES]]
+        lines = [_entry_line(entry) for entry in entries]
+        if not found:
+            lines.append("[empty directory]")
+        if len(found) > LIST_DIR_MAX_ENTRIES:
+            lines.append(f"[showing the first {LIST_DIR_MAX_ENTRIES} of {len(found)} entries]")
+        structured = {"path": self._rel(path), "entries": entries, "truncated": len(found) > LIST_DIR_MAX_ENTRIES}
+        return [TextPart(text="\n".join(lines))], structured
+
+    def _describe_entry(self, entry: os.DirEntry[str]) -> dict[str, Any]:
+        """Type and size of one entry; a symlink is described by its target when that is inside."""
+        described: dict[str, Any] = {"name": entry.name, "type": "symlink", "size": None}
+        try:
+            if entry.is_symlink():
+                target = Path(entry.path).resolve()
+                if not target.is_relative_to(self._root) or not target.exists():
+                    return described
+                info = target.stat()
+            else:
+                info = entry.stat(follow_symlinks=False)
+        except (OSError, RuntimeError):
+            return {**described, "type": "other"}
+        if stat.S_ISDIR(info.st_mode):
+            return {**described, "type": "dir"}
+        if stat.S_ISREG(info.st_mode):
+            return {**described, "type": "file", "size": info.st_size}
+        return {**described, "type": "other"}
+
+    def _search_text(self, args: dict[str, Any]) -> _Output:
+        pattern: str = args["pattern"]
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ToolFailure(f"invalid regex {pattern!r}: {exc.msg} at position {exc.pos}") from exc
+        raw: str = args.get("path", ".")
+        root = self._resolve(raw)
+        if not root.exists():
+            raise ToolFailure(f"path not found: {raw!r}")
+        glob: str | None = args.get("glob")
+        found = list(itertools.islice(self._matches(regex, root, glob), self._max_matches + 1))
+        capped = len(found) > self._max_matches
+        found = found[: self._max_matches]
+        lines = [f"{rel}:{number}: {_clip(text)}" for rel, number, text in found]
+        if not found:
+            lines.append(f"no matches for {pattern!r} in {raw!r}" + (f" (glob {glob!r})" if glob else ""))
+        if capped:
+            lines.append(f"[capped at {self._max_matches} matches; narrow the pattern, path or glob]")
+        matches = [{"path": rel, "line": number, "text": _clip(text)} for rel, number, text in found]
+        structured = {"pattern": pattern, "path": self._rel(root), "matches": matches, "truncated": capped}
+        return [TextPart(text="\n".join(lines))], structured
+
+    def _matches(self, regex: re.Pattern[str], root: Path, glob: str | None) -> Iterator[tuple[str, int, str]]:
+        for shown, real in self._walk(root):
+            anyio.from_thread.check_cancelled()  # an abandoned search stops at the next file
+            rel = self._rel(shown)
+            if glob is not None and not _glob_matches(glob, rel, shown.relative_to(root).as_posix()):
+                continue
+            for number, line in enumerate(self._searchable_lines(real), start=1):
+                if regex.search(line):
+                    yield rel, number, line
+
+    def _walk(self, root: Path) -> Iterator[tuple[Path, Path]]:
+        """`(path as listed, real path)` of each file under root, in sorted order; symlinked dirs not followed."""
+        if not root.is_dir():
+            yield root, root
+            return
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(name for name in dirnames if name not in SKIP_DIRS)
+            for name in sorted(filenames):
+                shown = Path(dirpath, name)
+                try:
+                    real = shown.resolve() if shown.is_symlink() else shown
+                except (OSError, RuntimeError):  # a symlink loop
+                    continue
+                if real.is_relative_to(self._root):
+                    yield shown, real
+
+    def _searchable_lines(self, path: Path) -> list[str]:
+        """The file's lines, or none for a file to skip (special, too large, binary, unreadable)."""
+        try:
+            info = path.stat()
+            if not stat.S_ISREG(info.st_mode) or info.st_size > self._read_max:
+                return []
+            data = path.read_bytes()
+        except OSError as exc:
+            logger.debug("search_text skips %s: %s", path, exc)
+            return []
+        if b"\x00" in data[:_SNIFF_BYTES]:
+            return []
+        lines = data.decode("utf-8", errors="replace").split("\n")  # as read_file counts, unlike splitlines()
+        if lines[-1] == "":
+            lines.pop()
+        return [line.removesuffix("\r") for line in lines]
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _error(call_id: str, name: str, message: str) -> ToolResult:
+    return ToolResult(call_id=call_id, name=name, is_error=True, content=[TextPart(text=message)])
+
+
+def _check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments with nulls dropped; ToolFailure naming the first problem."""
+    properties: dict[str, Any] = spec.input_schema["properties"]
+    unknown = sorted(set(arguments) - set(properties))
+    if unknown:
+        raise ToolFailure(f"{spec.name} got unknown argument(s) {', '.join(unknown)}; it takes {', '.join(properties)}")
+    args = {key: value for key, value in arguments.items() if value is not None}
+    for key in spec.input_schema["required"]:
+        if key not in args:
+            raise ToolFailure(f"{spec.name} is missing the required argument {key!r}")
+    for key, value in args.items():
+        rule: dict[str, Any] = properties[key]
+        if rule["type"] == "string" and not isinstance(value, str):
+            raise ToolFailure(f"argument {key!r} must be a string, got {type(value).__name__}")
+        if rule["type"] == "integer":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ToolFailure(f"argument {key!r} must be an integer, got {type(value).__name__}")
+            if value < rule.get("minimum", value):
+                raise ToolFailure(f"argument {key!r} must be at least {rule['minimum']}, got {value}")
+    return args
+
+
+def _regular_file_size(raw: str, path: Path) -> int:
+    if not path.exists():
+        raise ToolFailure(f"file not found: {raw!r}")
+    info = path.stat()
+    if stat.S_ISDIR(info.st_mode):
+        raise ToolFailure(f"{raw!r} is a directory; use list_dir to list it")
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolFailure(f"{raw!r} is not a regular file")
+    return info.st_size
+
+
+def _sniff_image(head: bytes) -> str | None:
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return next((mime for magic, mime in _IMAGE_MAGIC.items() if head.startswith(magic)), None)
+
+
+def _skip_lines(handle: BinaryIO, count: int) -> int:
+    """Skip `count` lines, reading in bounded chunks; returns how many lines there were to skip."""
+    skipped = 0
+    in_line = False
+    while skipped < count:
+        chunk = handle.readline(_CHUNK)
+        if not chunk:
+            return skipped + int(in_line)  # a last line without a newline
+        in_line = not chunk.endswith(b"\n")
+        skipped += int(not in_line)
+    return skipped
+
+
+def _take_lines(handle: BinaryIO, limit: int | None, max_bytes: int) -> tuple[bytes, int, bool]:
+    """Up to `limit` lines and at most `max_bytes` bytes: `(data, lines, truncated by the byte cap)`."""
+    out = bytearray()
+    lines = 0
+    while limit is None or lines < limit:
+        line = handle.readline(max_bytes - len(out) + 1)
+        if not line:
+            return bytes(out), lines, False
+        if len(out) + len(line) > max_bytes:
+            piece = line[: max_bytes - len(out)]
+            out += piece
+            return bytes(out), lines + int(bool(piece)), True
+        out += line
+        lines += 1
+    return bytes(out), lines, False
+
+
+_ENTRY_SUFFIX = {"dir": "/", "symlink": "@ (symlink leading outside the workspace, or broken)", "other": " (special)"}
+
+
+def _entry_line(entry: dict[str, Any]) -> str:
+    if entry["type"] == "file":
+        return f"{entry['name']} ({entry['size']} bytes)"
+    return entry["name"] + _ENTRY_SUFFIX[entry["type"]]
+
+
+def _glob_matches(glob: str, *paths: str) -> bool:
+    """Match the file name and the given relative paths; a leading `**/` also matches at the top."""
+    patterns = [glob, glob[3:]] if glob.startswith("**/") else [glob]
+    candidates = [paths[0].rsplit("/", 1)[-1], *paths]
+    return any(fnmatch.fnmatchcase(candidate, pattern) for pattern in patterns for candidate in candidates)
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= MATCH_LINE_MAX_CHARS else line[:MATCH_LINE_MAX_CHARS] + "…"

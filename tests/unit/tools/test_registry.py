@@ -1,0 +1,207 @@
+"""The tool registry: merging, routing, errors, filtered views and cancellation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agent_server.errors import ConfigError
+from agent_server.tools.base import ProgressCallback
+from agent_server.tools.builtin import WorkspaceToolset
+from agent_server.tools.registry import ToolRegistry
+from agent_server.types import TextPart, ToolResult, ToolSpec
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeToolset:
+    """Offers `names` from `source`; a call answers `<source>:<name>` and is recorded."""
+
+    def __init__(self, source: str, *names: str) -> None:
+        self.source = source
+        self.names = list(names)
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    async def list_tools(self) -> list[ToolSpec]:
+        return [ToolSpec(name=name, source=self.source) for name in self.names]
+
+    async def call_tool(
+        self,
+        call_id: str,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> ToolResult:
+        self.calls.append((call_id, name, arguments))
+        if on_progress is not None:
+            await on_progress(1, 2, "half")
+        return ToolResult(call_id=call_id, name=name, content=[TextPart(text=f"{self.source}:{name}")])
+
+
+class RaisingToolset(FakeToolset):
+    async def call_tool(
+        self,
+        call_id: str,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> ToolResult:
+        raise ValueError("boom: token=sk-not-for-the-model")
+
+
+class BlockingToolset(FakeToolset):
+    """A call that waits forever; `started` is set once it runs, `cancelled` when it was cancelled."""
+
+    def __init__(self, source: str, *names: str) -> None:
+        super().__init__(source, *names)
+        self.started = anyio.Event()
+        self.cancelled = False
+
+    async def call_tool(
+        self,
+        call_id: str,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> ToolResult:
+        self.started.set()
+        try:
+            await anyio.Event().wait()
+        except anyio.get_cancelled_exc_class():
+            self.cancelled = True
+            raise
+        raise AssertionError("unreachable")
+
+
+async def test_list_tools_merges_in_order() -> None:
+    registry = ToolRegistry([FakeToolset("builtin", "read_file", "list_dir"), FakeToolset("mcp:git", "git__log")])
+    specs = await registry.list_tools()
+    assert [(spec.name, spec.source) for spec in specs] == [
+        ("read_file", "builtin"),
+        ("list_dir", "builtin"),
+        ("git__log", "mcp:git"),
+    ]
+    assert await registry.refresh() == specs
+
+
+async def test_duplicate_name_is_a_config_error_naming_both_sources() -> None:
+    registry = ToolRegistry([FakeToolset("builtin", "read_file"), FakeToolset("plugin", "read_file")])
+    with pytest.raises(ConfigError) as caught:
+        await registry.refresh()
+    assert "'read_file'" in caught.value.message
+    assert "'builtin'" in caught.value.message and "'plugin'" in caught.value.message
+
+
+async def test_call_routes_to_the_owner_lazily() -> None:
+    first, second = FakeToolset("builtin", "a"), FakeToolset("mcp:x", "b")
+    registry = ToolRegistry([first, second])
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    result = await registry.call_tool("c1", "b", {"q": 1}, on_progress=on_progress)  # no list_tools before
+    assert not result.is_error and result.text() == "mcp:x:b"
+    assert second.calls == [("c1", "b", {"q": 1})] and first.calls == []
+    assert progress == [(1, 2, "half")]
+
+
+async def test_tools_added_later_are_found() -> None:
+    growing = FakeToolset("mcp:slow")
+    registry = ToolRegistry([growing])
+    assert await registry.list_tools() == []
+    growing.names.append("slow__ping")
+    assert (await registry.call_tool("c1", "slow__ping", {})).text() == "mcp:slow:slow__ping"
+
+
+async def test_clash_appearing_while_running_makes_a_call_an_error_result_not_an_exception() -> None:
+    builtin, late = FakeToolset("builtin", "read_file"), FakeToolset("plugin")
+    registry = ToolRegistry([builtin, late])
+    await registry.refresh()
+    late.names += ["read_file", "new_tool"]
+    result = await registry.call_tool("c1", "new_tool", {})
+    assert result.is_error and "'builtin'" in result.text() and "'plugin'" in result.text()
+    assert (await registry.call_tool("c2", "read_file", {})).text() == "builtin:read_file"
+
+
+async def test_unknown_tool_is_an_error_result() -> None:
+    registry = ToolRegistry([FakeToolset("builtin", "a")])
+    result = await registry.call_tool("c1", "nope", {})
+    assert result.is_error and result.call_id == "c1" and result.name == "nope"
+    assert result.text() == "unknown tool 'nope'"
+
+
+async def test_duration_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks: Iterator[float] = iter([10.0, 12.5])
+    monkeypatch.setattr("agent_server.tools.registry.time.perf_counter", lambda: next(ticks))
+    registry = ToolRegistry([FakeToolset("builtin", "a")])
+    await registry.refresh()
+    assert (await registry.call_tool("c1", "a", {})).duration_s == 2.5
+
+
+async def test_exception_becomes_an_error_result_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    registry = ToolRegistry([RaisingToolset("plugin", "explode")])
+    with caplog.at_level(logging.ERROR, logger="agent_server.tools.registry"):
+        result = await registry.call_tool("c1", "explode", {})
+    assert result.is_error and "ValueError" in result.text() and "internal error" in result.text()
+    assert "sk-not-for-the-model" not in result.text()
+    assert any(record.exc_info and "explode" in record.getMessage() for record in caplog.records)
+
+
+async def test_cancellation_propagates() -> None:
+    blocking = BlockingToolset("mcp:slow", "wait")
+    registry = ToolRegistry([blocking])
+    outcome: list[ToolResult] = []
+
+    async def run() -> None:
+        outcome.append(await registry.call_tool("c1", "wait", {}))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        await blocking.started.wait()
+        group.cancel_scope.cancel()
+    assert blocking.cancelled and outcome == []
+
+
+async def test_deadline_cancels_the_call_instead_of_returning_a_result() -> None:
+    blocking = BlockingToolset("mcp:slow", "wait")
+    registry = ToolRegistry([blocking])
+    outcome: list[ToolResult] = []
+    with anyio.move_on_after(0.01) as scope:
+        outcome.append(await registry.call_tool("c1", "wait", {}))
+    assert scope.cancelled_caught and blocking.cancelled and outcome == []
+
+
+async def test_filtered_view_exposes_and_routes_only_matching_tools() -> None:
+    source = FakeToolset("builtin", "read_file", "list_dir", "search_text")
+    registry = ToolRegistry([source, FakeToolset("mcp:git", "git__log")])
+    view = registry.filtered(["read_*", "git__*"])
+    assert [spec.name for spec in await view.list_tools()] == ["read_file", "git__log"]
+    assert (await view.call_tool("c1", "read_file", {})).text() == "builtin:read_file"
+    refused = await view.call_tool("c2", "list_dir", {})
+    assert refused.is_error and refused.text() == "unknown tool 'list_dir'"
+    assert [name for _, name, _ in source.calls] == ["read_file"]
+
+
+async def test_filtered_view_none_is_everything_and_empty_is_nothing() -> None:
+    registry = ToolRegistry([FakeToolset("builtin", "a", "b")])
+    assert [spec.name for spec in await registry.filtered(None).list_tools()] == ["a", "b"]
+    assert await registry.filtered([]).list_tools() == []
+    assert (await registry.filtered([]).call_tool("c1", "a", {})).is_error
+
+
+async def test_registry_over_the_workspace_tools(tmp_path: Path) -> None:
+    (tmp_path / "hello.txt").write_text("hi\n")
+    registry = ToolRegistry([WorkspaceToolset(tmp_path, read_max_bytes=100, search_max_matches=10)])
+    result = await registry.call_tool("c1", "read_file", {"path": "hello.txt"})
+    assert not result.is_error and result.text() == "hi\n" and result.duration_s > 0
+    escaped = await registry.call_tool("c2", "read_file", {"path": "../x"})
+    assert escaped.is_error and escaped.text() == "path '../x' is outside the workspace"
