@@ -1,0 +1,50 @@
+"""Pieces both session stores share: opaque paging cursors, fork titles, interrupted records."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from agent_server.errors import InvalidArgument
+from agent_server.types import ErrorInfo, TurnRecord, utc_now
+
+INTERRUPTED_MESSAGE = "the server process running this turn exited before it finished"
+
+
+def encode_cursor(kind: str, ordinal: int) -> str:
+    """An opaque cursor pointing after the item with `ordinal` in a `kind` listing."""
+    return base64.urlsafe_b64encode(f"{kind}:{ordinal}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(kind: str, cursor: str | None) -> int | None:
+    """The ordinal inside a cursor made by `encode_cursor(kind, ...)`; InvalidArgument if malformed."""
+    if cursor is None:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        prefix, _, number = raw.partition(":")
+        if prefix != kind or not number.isdigit():
+            raise ValueError(raw)
+        return int(number)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidArgument(f"malformed {kind} cursor {cursor!r}") from None
+
+
+def check_limit(limit: int) -> None:
+    if limit < 1:
+        raise InvalidArgument(f"limit must be at least 1, got {limit}")
+
+
+def fork_title(old_title: str, title: str | None) -> str:
+    return f"{old_title} (fork)" if title is None else title
+
+
+def interrupted(record: TurnRecord) -> TurnRecord:
+    """The record of a turn whose server process died while it was running."""
+    return record.model_copy(
+        update={
+            "status": "interrupted",
+            "finished_at": record.finished_at or utc_now(),
+            "error": ErrorInfo(type="interrupted", message=INTERRUPTED_MESSAGE),
+        }
+    )

@@ -1,0 +1,181 @@
+"""SqliteStore's database plumbing: schema and migrations, connections, transactions, crash recovery."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
+from agent_server.store import _common as common
+from agent_server.store._owners import dead_owner, known_owners
+from agent_server.types import Message, SessionInfo, StoredMessage, TurnRecord, utc_now
+
+logger = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_S = 10.0
+SCHEMA_VERSION = 1
+_SCHEMA_V1 = """
+CREATE TABLE sessions (
+    ordinal INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    summary TEXT
+);
+CREATE TABLE messages (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    turn_id TEXT,
+    message TEXT NOT NULL,
+    archived INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE turns (
+    ordinal INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    record TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    UNIQUE (session_id, turn_id)
+);
+CREATE INDEX turns_by_session ON turns (session_id, ordinal);
+CREATE INDEX turns_by_status ON turns (status, owner);
+CREATE TABLE compactions (
+    ordinal INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    record TEXT NOT NULL,
+    archive_through_seq INTEGER NOT NULL,
+    head_seq INTEGER NOT NULL
+);
+CREATE INDEX compactions_by_session ON compactions (session_id, ordinal);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+_MIGRATIONS = [_SCHEMA_V1]  # _MIGRATIONS[n] takes the schema from version n to n + 1
+
+
+def dump(model: BaseModel) -> str:
+    return json.dumps(model.model_dump(mode="json", by_alias=True), ensure_ascii=False)
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection, *, write: bool) -> Generator[sqlite3.Connection]:
+    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    with transaction(conn, write=True):
+        version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"state.db has schema version {version}, newer than this agent-server's {SCHEMA_VERSION}")
+        for script in _MIGRATIONS[version:]:
+            for statement in script.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def interrupt_dead_owners(conn: sqlite3.Connection, owners_dir: Path, me: str) -> None:
+    """Mark the running turns of every owner but `me` whose process is gone `interrupted`; drop their lock files."""
+    running = {row[0] for row in conn.execute("SELECT DISTINCT owner FROM turns WHERE status = 'running'")}
+    for owner in (running | known_owners(owners_dir)) - {me}:
+        with dead_owner(owners_dir, owner) as dead:
+            if dead and owner in running:
+                with transaction(conn, write=True):
+                    count = _interrupt_turns_of(conn, owner)
+                logger.warning("marked %d turn(s) of dead server instance %s interrupted", count, owner)
+
+
+def _interrupt_turns_of(conn: sqlite3.Connection, owner: str) -> int:
+    rows = conn.execute("SELECT ordinal, record FROM turns WHERE status = 'running' AND owner = ?", (owner,)).fetchall()
+    for ordinal, record in rows:
+        stopped = common.interrupted(TurnRecord.model_validate(json.loads(record)))
+        conn.execute(
+            "UPDATE turns SET status = ?, record = ? WHERE ordinal = ?", (stopped.status, dump(stopped), ordinal)
+        )
+    return len(rows)
+
+
+# --- queries shared by the store's methods --------------------------------------------
+
+SESSION_COLUMNS = (
+    "s.ordinal, s.session_id, s.title, s.metadata, s.created_at, s.updated_at,"
+    " (SELECT count(*) FROM turns t WHERE t.session_id = s.session_id),"
+    " s.session_id = (SELECT value FROM meta WHERE key = 'active')"
+)
+
+
+def session_info(row: Any) -> SessionInfo:
+    _, session_id, title, metadata, created_at, updated_at, turn_count, active = row
+    return SessionInfo(
+        session_id=session_id,
+        title=title,
+        metadata=json.loads(metadata),
+        created_at=created_at,
+        updated_at=updated_at,
+        turn_count=turn_count,
+        active=bool(active),
+    )
+
+
+def require_session(conn: sqlite3.Connection, session_id: str) -> None:
+    if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone() is None:
+        raise SessionNotFound(session_id)
+
+
+def get_session(conn: sqlite3.Connection, session_id: str) -> SessionInfo:
+    row = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.session_id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    return session_info(row)
+
+
+def turn_ordinal(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int:
+    row = conn.execute(
+        "SELECT ordinal FROM turns WHERE session_id = ? AND turn_id = ?", (session_id, turn_id)
+    ).fetchone()
+    if row is None:
+        raise TurnNotFound(session_id, turn_id)
+    return row[0]
+
+
+def head_seq(conn: sqlite3.Connection, session_id: str) -> int:
+    return conn.execute("SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
+
+
+def touch(conn: sqlite3.Connection, session_id: str) -> None:
+    conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (utc_now(), session_id))
+
+
+def stored_messages(conn: sqlite3.Connection, session_id: str) -> list[tuple[StoredMessage, bool]]:
+    rows = conn.execute(
+        "SELECT seq, turn_id, message, archived FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+    )
+    return [
+        (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), bool(archived))
+        for seq, turn_id, message, archived in rows
+    ]

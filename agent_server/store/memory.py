@@ -1,0 +1,216 @@
+"""MemoryStore: the session store in process memory, for tests and embedding.
+
+It keeps the `SessionStore` contract exactly as `SqliteStore` does, minus durability: there is no
+other process, so nothing is ever marked `interrupted`. Every method runs without awaiting, so each
+one is atomic with respect to other tasks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
+from agent_server.store import _common as common
+from agent_server.types import (
+    CompactionRecord,
+    Message,
+    SessionHistory,
+    SessionInfo,
+    StoredMessage,
+    TurnRecord,
+    new_id,
+    utc_now,
+)
+
+
+@dataclass
+class _Compaction:
+    record: CompactionRecord
+    archive_through_seq: int
+    head_seq: int
+
+
+@dataclass
+class _Session:
+    ordinal: int
+    session_id: str
+    title: str
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    summary: str | None = None
+    messages: list[StoredMessage] = field(default_factory=list[StoredMessage])
+    archived_through: int = 0
+    """Messages with `seq <= archived_through` are archived (compaction archives a prefix)."""
+    turns: dict[str, tuple[int, TurnRecord]] = field(default_factory=dict[str, tuple[int, TurnRecord]])
+    """turn id -> (ordinal, record), in the order the turns began."""
+    compactions: list[_Compaction] = field(default_factory=list[_Compaction])
+
+    def head_seq(self) -> int:
+        return self.messages[-1].seq if self.messages else 0
+
+    def touch(self) -> None:
+        self.updated_at = utc_now()
+
+
+class MemoryStore:
+    """The `SessionStore` in memory. Nothing survives the object."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, _Session] = {}
+        self._active: str | None = None
+        self._ordinals = itertools.count(1)
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the session store is closed")
+
+    def _session(self, session_id: str) -> _Session:
+        self._check_open()
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise SessionNotFound(session_id) from None
+
+    def _info(self, session: _Session) -> SessionInfo:
+        return SessionInfo(
+            session_id=session.session_id,
+            title=session.title,
+            metadata=dict(session.metadata),
+            created_at=session.created_at,
+            updated_at=session.updated_at,
+            turn_count=len(session.turns),
+            active=session.session_id == self._active,
+        )
+
+    def _add(self, *, title: str, metadata: dict[str, Any]) -> _Session:
+        self._check_open()
+        now = utc_now()
+        session = _Session(next(self._ordinals), new_id("ses"), title, dict(metadata), now, now)
+        self._sessions[session.session_id] = session
+        return session
+
+    # --- sessions -----------------------------------------------------------------------
+
+    async def create_session(self, *, title: str, metadata: dict[str, Any]) -> SessionInfo:
+        return self._info(self._add(title=title, metadata=metadata))
+
+    async def get_session(self, session_id: str) -> SessionInfo:
+        return self._info(self._session(session_id))
+
+    async def list_sessions(self, *, cursor: str | None, limit: int) -> tuple[list[SessionInfo], str | None]:
+        self._check_open()
+        common.check_limit(limit)
+        after = common.decode_cursor("sessions", cursor)
+        newest_first = sorted(self._sessions.values(), key=lambda s: s.ordinal, reverse=True)
+        rest = [s for s in newest_first if after is None or s.ordinal < after]
+        page = rest[:limit]
+        next_cursor = common.encode_cursor("sessions", page[-1].ordinal) if len(rest) > limit else None
+        return [self._info(s) for s in page], next_cursor
+
+    async def delete_session(self, session_id: str) -> None:
+        self._session(session_id)
+        del self._sessions[session_id]
+        if self._active == session_id:
+            self._active = None
+
+    async def set_active(self, session_id: str) -> None:
+        self._session(session_id)
+        self._active = session_id
+
+    async def get_active(self) -> str | None:
+        """The active session's id, or None when there is none (or it was deleted)."""
+        self._check_open()
+        return self._active if self._active in self._sessions else None
+
+    # --- history ------------------------------------------------------------------------
+
+    async def load_history(self, session_id: str) -> SessionHistory:
+        session = self._session(session_id)
+        live = [m for m in session.messages if m.seq > session.archived_through]
+        return SessionHistory(summary=session.summary, messages=live)
+
+    async def all_messages(self, session_id: str) -> list[tuple[StoredMessage, bool]]:
+        """Every stored message of the session, archived ones included, with its archived flag."""
+        session = self._session(session_id)
+        return [(m, m.seq <= session.archived_through) for m in session.messages]
+
+    # --- turns --------------------------------------------------------------------------
+
+    async def begin_turn(self, record: TurnRecord) -> None:
+        session = self._session(record.session_id)
+        if record.turn_id in session.turns:
+            raise StoreError(f"turn {record.turn_id!r} already exists in session {record.session_id!r}")
+        session.turns[record.turn_id] = (next(self._ordinals), record)
+        session.touch()
+
+    async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
+        """Write the final record and append `messages`; False (writing nothing) if the session is gone."""
+        self._check_open()
+        session = self._sessions.get(record.session_id)
+        if session is None:
+            return False
+        ordinal = session.turns[record.turn_id][0] if record.turn_id in session.turns else next(self._ordinals)
+        session.turns[record.turn_id] = (ordinal, record)
+        head = session.head_seq()
+        session.messages.extend(
+            StoredMessage(seq=head + i, turn_id=record.turn_id, message=m) for i, m in enumerate(messages, start=1)
+        )
+        session.touch()
+        return True
+
+    async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        session = self._session(session_id)
+        if turn_id not in session.turns:
+            raise TurnNotFound(session_id, turn_id)
+        return session.turns[turn_id][1]
+
+    async def list_turns(
+        self, session_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[TurnRecord], str | None]:
+        common.check_limit(limit)
+        after = common.decode_cursor("turns", cursor) or 0
+        rest = [entry for entry in self._session(session_id).turns.values() if entry[0] > after]
+        page = rest[:limit]
+        next_cursor = common.encode_cursor("turns", page[-1][0]) if len(rest) > limit else None
+        return [record for _, record in page], next_cursor
+
+    # --- compactions and forks ----------------------------------------------------------
+
+    async def save_compaction(self, session_id: str, record: CompactionRecord, *, archive_through_seq: int) -> None:
+        """Store the record; unless it is a dry run, archive `seq <= archive_through_seq` and set the summary."""
+        session = self._session(session_id)
+        session.compactions.append(_Compaction(record, archive_through_seq, session.head_seq()))
+        if not record.dry_run:
+            session.archived_through = max(session.archived_through, archive_through_seq)
+            session.summary = record.summary
+        session.touch()
+
+    async def list_compactions(self, session_id: str) -> list[CompactionRecord]:
+        return [c.record for c in self._session(session_id).compactions]
+
+    async def fork_session(self, session_id: str, *, at_turn: str | None, title: str | None) -> SessionInfo:
+        """A new session holding the history as it stood right after `at_turn` (or all of it)."""
+        old = self._session(session_id)
+        turns = list(old.turns.values())
+        if at_turn is not None:
+            if at_turn not in old.turns:
+                raise TurnNotFound(session_id, at_turn)
+            turns = [entry for entry in turns if entry[0] <= old.turns[at_turn][0]]
+        turn_ids = {record.turn_id for _, record in turns}
+        cut = max((m.seq for m in old.messages if at_turn is None or m.turn_id in turn_ids), default=0)
+        new = self._add(title=common.fork_title(old.title, title), metadata=old.metadata)
+        new.messages = [m for m in old.messages if m.seq <= cut]
+        new.compactions = [c for c in old.compactions if c.head_seq <= cut]
+        for compaction in new.compactions:
+            if not compaction.record.dry_run:
+                new.summary, new.archived_through = compaction.record.summary, compaction.archive_through_seq
+        for _, record in turns:
+            new.turns[record.turn_id] = (next(self._ordinals), record.model_copy(update={"session_id": new.session_id}))
+        return self._info(new)
+
+    async def close(self) -> None:
+        self._closed = True

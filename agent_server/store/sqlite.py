@@ -1,0 +1,361 @@
+"""SqliteStore: the session store on stdlib sqlite3, in WAL mode at `<state dir>/state.db`.
+
+Several server processes may share one state dir: writes run in `BEGIN IMMEDIATE` transactions and
+a busy database is waited for (`busy_timeout`), not failed on. Every sqlite call runs in a worker
+thread through `anyio.to_thread.run_sync`, on one connection per store guarded by a lock.
+
+Turns left `running` by a process that died are marked `interrupted` by the next `open` (see
+`_owners` for how a dead process is told from a live one).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from pydantic import ValidationError
+
+from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
+from agent_server.store import _common as common
+from agent_server.store._owners import OwnerLock
+from agent_server.store._sqlite_db import (
+    SESSION_COLUMNS,
+    connect,
+    dump,
+    get_session,
+    head_seq,
+    interrupt_dead_owners,
+    migrate,
+    require_session,
+    session_info,
+    stored_messages,
+    touch,
+    transaction,
+    turn_ordinal,
+)
+from agent_server.types import (
+    CompactionRecord,
+    Message,
+    SessionHistory,
+    SessionInfo,
+    StoredMessage,
+    TurnRecord,
+    new_id,
+    utc_now,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class SqliteStore:
+    """The `SessionStore` on SQLite. Construct with `await SqliteStore.open(state_dir)`."""
+
+    def __init__(self, conn: sqlite3.Connection, owner: OwnerLock) -> None:
+        self._conn: sqlite3.Connection | None = conn
+        self._owner = owner
+        self._lock = threading.Lock()
+
+    @classmethod
+    async def open(cls, state_dir: Path) -> SqliteStore:
+        """Open (creating if needed) `<state_dir>/state.db`; mark dead processes' running turns interrupted."""
+        return await anyio.to_thread.run_sync(cls._open_sync, state_dir)
+
+    @classmethod
+    def _open_sync(cls, state_dir: Path) -> SqliteStore:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        owner = OwnerLock(state_dir / "owners")
+        try:
+            conn = connect(state_dir / "state.db")
+            try:
+                migrate(conn)
+                interrupt_dead_owners(conn, owner.path.parent, owner.instance_id)
+            except BaseException:
+                conn.close()
+                raise
+        except sqlite3.Error as exc:
+            owner.release()
+            raise StoreError(f"cannot open the session store in {state_dir}: {exc}") from exc
+        except BaseException:
+            owner.release()
+            raise
+        logger.debug("opened the session store in %s as instance %s", state_dir, owner.instance_id)
+        return cls(conn, owner)
+
+    @property
+    def instance_id(self) -> str:
+        """The id this store tags the turns it begins with."""
+        return self._owner.instance_id
+
+    def _locked(self, fn: Callable[[sqlite3.Connection], T], write: bool) -> T:
+        with self._lock:
+            if self._conn is None:
+                raise StoreError("the session store is closed")
+            try:
+                with transaction(self._conn, write=write):
+                    return fn(self._conn)
+            except (sqlite3.Error, ValidationError, json.JSONDecodeError) as exc:
+                raise StoreError(f"session store: {exc}") from exc
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await anyio.to_thread.run_sync(self._locked, fn, False)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await anyio.to_thread.run_sync(self._locked, fn, True)
+
+    # --- sessions -----------------------------------------------------------------------
+
+    async def create_session(self, *, title: str, metadata: dict[str, Any]) -> SessionInfo:
+        session_id, now, meta = new_id("ses"), utc_now(), json.dumps(metadata, ensure_ascii=False)
+
+        def run(conn: sqlite3.Connection) -> SessionInfo:
+            conn.execute(
+                "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                (session_id, title, meta, now, now),
+            )
+            return get_session(conn, session_id)
+
+        return await self._write(run)
+
+    async def get_session(self, session_id: str) -> SessionInfo:
+        return await self._read(lambda conn: get_session(conn, session_id))
+
+    async def list_sessions(self, *, cursor: str | None, limit: int) -> tuple[list[SessionInfo], str | None]:
+        common.check_limit(limit)
+        after = common.decode_cursor("sessions", cursor)
+
+        def run(conn: sqlite3.Connection) -> tuple[list[SessionInfo], str | None]:
+            rows = conn.execute(
+                f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.ordinal < ? ORDER BY s.ordinal DESC LIMIT ?",
+                (after if after is not None else 2**62, limit + 1),
+            ).fetchall()
+            more = len(rows) > limit
+            rows = rows[:limit]
+            return [session_info(row) for row in rows], common.encode_cursor("sessions", rows[-1][0]) if more else None
+
+        return await self._read(run)
+
+    async def delete_session(self, session_id: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            require_session(conn, session_id)
+            for table in ("messages", "turns", "compactions", "sessions"):
+                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM meta WHERE key = 'active' AND value = ?", (session_id,))
+
+        await self._write(run)
+
+    async def set_active(self, session_id: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            require_session(conn, session_id)
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('active', ?)", (session_id,))
+
+        await self._write(run)
+
+    async def get_active(self) -> str | None:
+        """The active session's id, or None when there is none (or it was deleted)."""
+
+        def run(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT m.value FROM meta m JOIN sessions s ON s.session_id = m.value WHERE m.key = 'active'"
+            ).fetchone()
+            return None if row is None else row[0]
+
+        return await self._read(run)
+
+    # --- history ------------------------------------------------------------------------
+
+    async def load_history(self, session_id: str) -> SessionHistory:
+        def run(conn: sqlite3.Connection) -> SessionHistory:
+            row = conn.execute("SELECT summary FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+            if row is None:
+                raise SessionNotFound(session_id)
+            return SessionHistory(
+                summary=row[0], messages=[m for m, archived in stored_messages(conn, session_id) if not archived]
+            )
+
+        return await self._read(run)
+
+    async def all_messages(self, session_id: str) -> list[tuple[StoredMessage, bool]]:
+        """Every stored message of the session, archived ones included, with its archived flag."""
+
+        def run(conn: sqlite3.Connection) -> list[tuple[StoredMessage, bool]]:
+            require_session(conn, session_id)
+            return stored_messages(conn, session_id)
+
+        return await self._read(run)
+
+    # --- turns --------------------------------------------------------------------------
+
+    async def begin_turn(self, record: TurnRecord) -> None:
+        """Make the turn visible (normally as `running`), owned by this store instance."""
+        owner = self.instance_id
+
+        def run(conn: sqlite3.Connection) -> None:
+            require_session(conn, record.session_id)
+            conn.execute(
+                "INSERT INTO turns (session_id, turn_id, status, record, owner) VALUES (?, ?, ?, ?, ?)",
+                (record.session_id, record.turn_id, record.status, dump(record), owner),
+            )
+            touch(conn, record.session_id)
+
+        await self._write(run)
+
+    async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
+        """Write the final record and append `messages` in one transaction; False if the session is gone."""
+        owner = self.instance_id
+
+        def run(conn: sqlite3.Connection) -> bool:
+            session_id = record.session_id
+            if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone() is None:
+                return False
+            conn.execute(
+                "INSERT INTO turns (session_id, turn_id, status, record, owner) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (session_id, turn_id) DO UPDATE SET status = excluded.status, record = excluded.record",
+                (session_id, record.turn_id, record.status, dump(record), owner),
+            )
+            head = head_seq(conn, session_id)
+            conn.executemany(
+                "INSERT INTO messages (session_id, seq, turn_id, message) VALUES (?, ?, ?, ?)",
+                [(session_id, head + i, record.turn_id, dump(m)) for i, m in enumerate(messages, start=1)],
+            )
+            touch(conn, session_id)
+            return True
+
+        return await self._write(run)
+
+    async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        def run(conn: sqlite3.Connection) -> TurnRecord:
+            require_session(conn, session_id)
+            row = conn.execute(
+                "SELECT record FROM turns WHERE session_id = ? AND turn_id = ?", (session_id, turn_id)
+            ).fetchone()
+            if row is None:
+                raise TurnNotFound(session_id, turn_id)
+            return TurnRecord.model_validate(json.loads(row[0]))
+
+        return await self._read(run)
+
+    async def list_turns(
+        self, session_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[TurnRecord], str | None]:
+        common.check_limit(limit)
+        after = common.decode_cursor("turns", cursor)
+
+        def run(conn: sqlite3.Connection) -> tuple[list[TurnRecord], str | None]:
+            require_session(conn, session_id)
+            rows = conn.execute(
+                "SELECT ordinal, record FROM turns WHERE session_id = ? AND ordinal > ? ORDER BY ordinal LIMIT ?",
+                (session_id, after or 0, limit + 1),
+            ).fetchall()
+            more = len(rows) > limit
+            rows = rows[:limit]
+            turns = [TurnRecord.model_validate(json.loads(record)) for _, record in rows]
+            return turns, common.encode_cursor("turns", rows[-1][0]) if more else None
+
+        return await self._read(run)
+
+    # --- compactions and forks ----------------------------------------------------------
+
+    async def save_compaction(self, session_id: str, record: CompactionRecord, *, archive_through_seq: int) -> None:
+        """Store the record; unless it is a dry run, archive `seq <= archive_through_seq` and set the summary."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            require_session(conn, session_id)
+            conn.execute(
+                "INSERT INTO compactions (session_id, record, archive_through_seq, head_seq) VALUES (?, ?, ?, ?)",
+                (session_id, dump(record), archive_through_seq, head_seq(conn, session_id)),
+            )
+            if not record.dry_run:
+                conn.execute(
+                    "UPDATE messages SET archived = 1 WHERE session_id = ? AND seq <= ?",
+                    (session_id, archive_through_seq),
+                )
+                conn.execute("UPDATE sessions SET summary = ? WHERE session_id = ?", (record.summary, session_id))
+            touch(conn, session_id)
+
+        await self._write(run)
+
+    async def list_compactions(self, session_id: str) -> list[CompactionRecord]:
+        def run(conn: sqlite3.Connection) -> list[CompactionRecord]:
+            require_session(conn, session_id)
+            rows = conn.execute("SELECT record FROM compactions WHERE session_id = ? ORDER BY ordinal", (session_id,))
+            return [CompactionRecord.model_validate(json.loads(row[0])) for row in rows]
+
+        return await self._read(run)
+
+    async def fork_session(self, session_id: str, *, at_turn: str | None, title: str | None) -> SessionInfo:
+        """A new session holding the history as it stood right after `at_turn` (or all of it)."""
+        new_session = new_id("ses")
+        return await self._write(lambda conn: _fork(conn, session_id, new_session, at_turn, title))
+
+    async def close(self) -> None:
+        """Close the database and release this instance's liveness lock. Idempotent."""
+
+        def run() -> None:
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                self._owner.release()
+
+        await anyio.to_thread.run_sync(run)
+
+
+def _fork(conn: sqlite3.Connection, source: str, target: str, at_turn: str | None, title: str | None) -> SessionInfo:
+    old = get_session(conn, source)
+    last_turn = 2**62 if at_turn is None else turn_ordinal(conn, source, at_turn)
+    cut = head_seq(conn, source) if at_turn is None else _last_seq_through(conn, source, last_turn)
+    compactions = conn.execute(
+        "SELECT record, archive_through_seq, head_seq FROM compactions"
+        " WHERE session_id = ? AND head_seq <= ? ORDER BY ordinal",
+        (source, cut),
+    ).fetchall()
+    summary, archived_through = None, 0
+    for record, through, _ in compactions:
+        compaction = CompactionRecord.model_validate(json.loads(record))
+        if not compaction.dry_run:
+            summary, archived_through = compaction.summary, through
+    now = utc_now()
+    conn.execute(
+        "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at, summary) VALUES (?, ?, ?, ?, ?, ?)",
+        (target, common.fork_title(old.title, title), json.dumps(old.metadata), now, now, summary),
+    )
+    conn.execute(
+        "INSERT INTO messages (session_id, seq, turn_id, message, archived)"
+        " SELECT ?, seq, turn_id, message, seq <= ? FROM messages WHERE session_id = ? AND seq <= ?",
+        (target, archived_through, source, cut),
+    )
+    conn.executemany(
+        "INSERT INTO compactions (session_id, record, archive_through_seq, head_seq) VALUES (?, ?, ?, ?)",
+        [(target, *row) for row in compactions],
+    )
+    _copy_turns(conn, source, target, last_turn)
+    return get_session(conn, target)
+
+
+def _last_seq_through(conn: sqlite3.Connection, session_id: str, last_turn: int) -> int:
+    """The last message seq written by the turns up to (ordinal) `last_turn`; 0 when they wrote none."""
+    return conn.execute(
+        "SELECT coalesce(max(m.seq), 0) FROM messages m JOIN turns t"
+        " ON t.session_id = m.session_id AND t.turn_id = m.turn_id WHERE m.session_id = ? AND t.ordinal <= ?",
+        (session_id, last_turn),
+    ).fetchone()[0]
+
+
+def _copy_turns(conn: sqlite3.Connection, source: str, target: str, last_turn: int) -> None:
+    rows = conn.execute(
+        "SELECT record, owner FROM turns WHERE session_id = ? AND ordinal <= ? ORDER BY ordinal", (source, last_turn)
+    ).fetchall()
+    for record, owner in rows:
+        copy = TurnRecord.model_validate(json.loads(record)).model_copy(update={"session_id": target})
+        conn.execute(
+            "INSERT INTO turns (session_id, turn_id, status, record, owner) VALUES (?, ?, ?, ?, ?)",
+            (target, copy.turn_id, copy.status, dump(copy), owner),
+        )

@@ -1,0 +1,283 @@
+"""The `SessionStore` contract (see `agent_server/store/base.py`), checked on every store; forks are in test_fork."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from agent_server.errors import InvalidArgument, SessionNotFound, StoreError, TurnNotFound
+from agent_server.store.base import SessionStore
+from agent_server.types import (
+    ErrorInfo,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCall,
+    TurnRecord,
+)
+from tests.unit.store.helpers import compaction, completed, exchange, run_turn, running
+
+pytestmark = pytest.mark.anyio
+
+
+# --- sessions ------------------------------------------------------------------------------
+
+
+async def test_create_and_get_session(store: SessionStore) -> None:
+    info = await store.create_session(title="first", metadata={"client": "ide", "n": [1, 2]})
+    assert info.title == "first"
+    assert info.metadata == {"client": "ide", "n": [1, 2]}
+    assert (info.turn_count, info.active) == (0, False)
+    assert info.created_at == info.updated_at
+    assert await store.get_session(info.session_id) == info
+
+
+async def test_list_sessions_newest_first_with_paging(store: SessionStore) -> None:
+    ids = [(await store.create_session(title=f"s{i}", metadata={})).session_id for i in range(5)]
+    seen: list[str] = []
+    cursor: str | None = None
+    for _ in range(10):
+        page, cursor = await store.list_sessions(cursor=cursor, limit=2)
+        assert len(page) <= 2
+        seen += [s.session_id for s in page]
+        if cursor is None:
+            break
+    assert seen == ids[::-1]
+
+
+async def test_list_sessions_exact_page_has_no_next_cursor(store: SessionStore) -> None:
+    for i in range(2):
+        await store.create_session(title=f"s{i}", metadata={})
+    page, cursor = await store.list_sessions(cursor=None, limit=2)
+    assert (len(page), cursor) == (2, None)
+    assert await store.list_sessions(cursor=None, limit=5) == (page, None)
+
+
+async def test_list_sessions_paging_is_stable_under_inserts_and_deletes(store: SessionStore) -> None:
+    a, b, c = [await store.create_session(title=t, metadata={}) for t in "abc"]
+    page, cursor = await store.list_sessions(cursor=None, limit=1)
+    assert [s.session_id for s in page] == [c.session_id]
+    await store.create_session(title="d", metadata={})
+    await store.delete_session(b.session_id)
+    page, cursor = await store.list_sessions(cursor=cursor, limit=5)
+    assert ([s.session_id for s in page], cursor) == ([a.session_id], None)
+
+
+async def test_list_sessions_shows_active_flag_and_turn_count(store: SessionStore) -> None:
+    one = await store.create_session(title="one", metadata={})
+    two = await store.create_session(title="two", metadata={})
+    await store.set_active(one.session_id)
+    await run_turn(store, one.session_id)
+    await store.begin_turn(running(one.session_id))
+    page, _ = await store.list_sessions(cursor=None, limit=10)
+    assert [(s.session_id, s.active, s.turn_count) for s in page] == [
+        (two.session_id, False, 0),
+        (one.session_id, True, 2),
+    ]
+    assert (await store.get_session(one.session_id)).turn_count == 2
+
+
+@pytest.mark.parametrize("cursor", ["", "garbage!", "c2Vzc2lvbnM6eA", "dHVybnM6Mw"])
+async def test_malformed_cursors_are_invalid_arguments(store: SessionStore, cursor: str) -> None:
+    session = await store.create_session(title="s", metadata={})
+    if cursor != "dHVybnM6Mw":  # a turns cursor ("turns:3") is fine for list_turns
+        with pytest.raises(InvalidArgument):
+            await store.list_turns(session.session_id, cursor=cursor, limit=5)
+    with pytest.raises(InvalidArgument):
+        await store.list_sessions(cursor=cursor, limit=5)
+
+
+async def test_limit_below_one_is_an_invalid_argument(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    with pytest.raises(InvalidArgument):
+        await store.list_sessions(cursor=None, limit=0)
+    with pytest.raises(InvalidArgument):
+        await store.list_turns(session.session_id, cursor=None, limit=0)
+
+
+async def test_delete_session_removes_everything(store: SessionStore) -> None:
+    keep = await store.create_session(title="keep", metadata={})
+    gone = await store.create_session(title="gone", metadata={})
+    await run_turn(store, gone.session_id)
+    await store.save_compaction(gone.session_id, compaction("s"), archive_through_seq=1)
+    await store.set_active(gone.session_id)
+    await store.delete_session(gone.session_id)
+    with pytest.raises(SessionNotFound):
+        await store.get_session(gone.session_id)
+    assert await store.get_active() is None
+    page, _ = await store.list_sessions(cursor=None, limit=10)
+    assert [s.session_id for s in page] == [keep.session_id]
+    with pytest.raises(SessionNotFound):
+        await store.delete_session(gone.session_id)
+
+
+async def test_deleting_another_session_keeps_the_active_one(store: SessionStore) -> None:
+    active = await store.create_session(title="a", metadata={})
+    other = await store.create_session(title="b", metadata={})
+    await store.set_active(active.session_id)
+    await store.delete_session(other.session_id)
+    assert await store.get_active() == active.session_id
+
+
+async def test_active_session(store: SessionStore) -> None:
+    assert await store.get_active() is None
+    one = await store.create_session(title="one", metadata={})
+    two = await store.create_session(title="two", metadata={})
+    await store.set_active(one.session_id)
+    await store.set_active(two.session_id)
+    assert await store.get_active() == two.session_id
+    assert (await store.get_session(two.session_id)).active
+    assert not (await store.get_session(one.session_id)).active
+    with pytest.raises(SessionNotFound):
+        await store.set_active("ses_missing")
+    assert await store.get_active() == two.session_id
+
+
+UNKNOWN_SESSION_CALLS: dict[str, Callable[[SessionStore], Awaitable[Any]]] = {
+    "get_session": lambda s: s.get_session("ses_missing"),
+    "delete_session": lambda s: s.delete_session("ses_missing"),
+    "set_active": lambda s: s.set_active("ses_missing"),
+    "load_history": lambda s: s.load_history("ses_missing"),
+    "all_messages": lambda s: s.all_messages("ses_missing"),
+    "begin_turn": lambda s: s.begin_turn(running("ses_missing")),
+    "get_turn": lambda s: s.get_turn("ses_missing", "turn_x"),
+    "list_turns": lambda s: s.list_turns("ses_missing", cursor=None, limit=5),
+    "save_compaction": lambda s: s.save_compaction("ses_missing", compaction("s"), archive_through_seq=0),
+    "list_compactions": lambda s: s.list_compactions("ses_missing"),
+    "fork_session": lambda s: s.fork_session("ses_missing", at_turn=None, title=None),
+}
+
+
+@pytest.mark.parametrize("method", sorted(UNKNOWN_SESSION_CALLS))
+async def test_unknown_session_raises_session_not_found(store: SessionStore, method: str) -> None:
+    with pytest.raises(SessionNotFound):
+        await UNKNOWN_SESSION_CALLS[method](store)
+
+
+# --- turns and history ---------------------------------------------------------------------
+
+
+async def test_begin_turn_is_visible_as_running(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    record = running(session.session_id)
+    await store.begin_turn(record)
+    assert await store.get_turn(session.session_id, record.turn_id) == record
+    assert (await store.list_turns(session.session_id, cursor=None, limit=5)) == ([record], None)
+    assert (await store.load_history(session.session_id)).messages == []
+
+
+async def test_begin_turn_twice_is_a_store_error(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    record = running(session.session_id)
+    await store.begin_turn(record)
+    with pytest.raises(StoreError):
+        await store.begin_turn(record)
+
+
+async def test_finish_turn_writes_record_and_messages(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    first = await run_turn(store, session.session_id, "one")
+    record = running(session.session_id)
+    await store.begin_turn(record)
+    final = completed(record).model_copy(update={"error": ErrorInfo(type="x", message="y")})
+    rich = [
+        Message(role="user", content="look"),
+        Message(role="assistant", tool_calls=[ToolCall(id="c1", name="read_file", arguments={"path": "a"})]),
+        Message(
+            role="tool",
+            tool_call_id="c1",
+            name="read_file",
+            content=[TextPart(text="img"), ImagePart(data="aGk=", mime_type="image/png")],
+        ),
+    ]
+    assert await store.finish_turn(final, rich)
+    assert await store.get_turn(session.session_id, record.turn_id) == final
+    assert (await store.get_turn(session.session_id, record.turn_id)).transitions[0].from_ == "sampling"
+    history = await store.load_history(session.session_id)
+    assert history.summary is None
+    assert [(m.seq, m.turn_id) for m in history.messages] == [
+        (1, first.turn_id),
+        (2, first.turn_id),
+        (3, record.turn_id),
+        (4, record.turn_id),
+        (5, record.turn_id),
+    ]
+    assert [m.message for m in history.messages[2:]] == rich
+
+
+async def test_finish_turn_bumps_updated_at(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    await run_turn(store, session.session_id)
+    assert (await store.get_session(session.session_id)).updated_at >= session.updated_at
+
+
+async def test_finish_turn_after_delete_writes_nothing(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    record = running(session.session_id)
+    await store.begin_turn(record)
+    await store.delete_session(session.session_id)
+    assert not await store.finish_turn(completed(record), exchange("q", "a"))
+    with pytest.raises(SessionNotFound):
+        await store.get_turn(session.session_id, record.turn_id)
+    with pytest.raises(SessionNotFound):
+        await store.all_messages(session.session_id)
+    page, _ = await store.list_sessions(cursor=None, limit=5)
+    assert page == []
+
+
+async def test_get_turn_unknown_turn(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    with pytest.raises(TurnNotFound):
+        await store.get_turn(session.session_id, "turn_missing")
+
+
+async def test_list_turns_oldest_first_with_paging(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    other = await store.create_session(title="other", metadata={})
+    turns: list[TurnRecord] = []
+    for i in range(5):
+        turns.append(await run_turn(store, session.session_id, f"p{i}"))
+        await run_turn(store, other.session_id)
+    seen: list[TurnRecord] = []
+    cursor: str | None = None
+    for _ in range(10):
+        page, cursor = await store.list_turns(session.session_id, cursor=cursor, limit=2)
+        seen += page
+        if cursor is None:
+            break
+    assert seen == turns
+
+
+# --- compaction ------------------------------------------------------------------------------
+
+
+async def test_compaction_archives_and_summarises(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    for prompt in ("a", "b"):
+        await run_turn(store, session.session_id, prompt)
+    record = compaction("the story so far")
+    await store.save_compaction(session.session_id, record, archive_through_seq=2)
+    history = await store.load_history(session.session_id)
+    assert history.summary == "the story so far"
+    assert [m.seq for m in history.messages] == [3, 4]
+    assert [(m.seq, archived) for m, archived in await store.all_messages(session.session_id)] == [
+        (1, True),
+        (2, True),
+        (3, False),
+        (4, False),
+    ]
+    assert await store.list_compactions(session.session_id) == [record]
+    await run_turn(store, session.session_id, "c")
+    assert [m.seq for m in (await store.load_history(session.session_id)).messages] == [3, 4, 5, 6]
+
+
+async def test_dry_run_compaction_is_listed_but_changes_nothing(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    await run_turn(store, session.session_id)
+    record = compaction("preview", dry_run=True)
+    await store.save_compaction(session.session_id, record, archive_through_seq=2)
+    history = await store.load_history(session.session_id)
+    assert (history.summary, len(history.messages)) == (None, 2)
+    assert await store.list_compactions(session.session_id) == [record]

@@ -1,0 +1,244 @@
+"""SqliteStore beyond the shared contract: durability, crash recovery, several processes on one db."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent_server.errors import StoreError
+from agent_server.store._common import INTERRUPTED_MESSAGE
+from agent_server.store._sqlite_db import SCHEMA_VERSION
+from agent_server.store.sqlite import SqliteStore
+from agent_server.types import Message, TurnRecord, new_id, utc_now
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parents[3]
+CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+# argv: state dir, session id. Begins a turn, then dies without closing anything.
+DYING_CHILD = textwrap.dedent(
+    """
+    import os, sys, anyio
+    from pathlib import Path
+    from agent_server.store.sqlite import SqliteStore
+    from agent_server.types import TurnRecord, utc_now
+
+    async def main():
+        store = await SqliteStore.open(Path(sys.argv[1]))
+        await store.begin_turn(TurnRecord(
+            turn_id="turn_orphan", session_id=sys.argv[2], trace_id="tr", status="running",
+            prompt="p", started_at=utc_now()))
+        os._exit(0)
+
+    anyio.run(main)
+    """
+)
+
+# argv: state dir, session id, tag. Says "ready", waits for a line on stdin, then writes 50 turns.
+WRITER_CHILD = textwrap.dedent(
+    """
+    import sys, anyio
+    from pathlib import Path
+    from agent_server.store.sqlite import SqliteStore
+    from agent_server.types import Message, TurnRecord, utc_now
+
+    async def main():
+        state, session_id, tag = sys.argv[1:4]
+        store = await SqliteStore.open(Path(state))
+        sys.stdout.write("ready\\n")
+        sys.stdout.flush()
+        sys.stdin.readline()
+        for i in range(50):
+            record = TurnRecord(turn_id=f"{tag}_{i}", session_id=session_id, trace_id="tr",
+                                status="running", prompt=f"{tag} {i}", started_at=utc_now())
+            await store.begin_turn(record)
+            done = record.model_copy(update={"status": "completed", "finished_at": utc_now()})
+            messages = [Message(role="user", content=f"{tag} {i}"), Message(role="assistant", content="ok")]
+            assert await store.finish_turn(done, messages)
+        await store.close()
+
+    anyio.run(main)
+    """
+)
+
+
+def running(session_id: str) -> TurnRecord:
+    return TurnRecord(
+        turn_id=new_id("turn"),
+        session_id=session_id,
+        trace_id="tr",
+        status="running",
+        prompt="p",
+        started_at=utc_now(),
+    )
+
+
+async def new_session(state: Path) -> str:
+    store = await SqliteStore.open(state)
+    try:
+        return (await store.create_session(title="s", metadata={})).session_id
+    finally:
+        await store.close()
+
+
+async def test_reopening_shows_the_same_data(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path)
+    session = await store.create_session(title="kept", metadata={"a": 1})
+    await store.set_active(session.session_id)
+    record = running(session.session_id)
+    await store.begin_turn(record)
+    done = record.model_copy(update={"status": "completed", "final_text": "hi", "finished_at": utc_now()})
+    await store.finish_turn(done, [Message(role="user", content="q"), Message(role="assistant", content="hi")])
+    before = (
+        await store.get_session(session.session_id),
+        await store.all_messages(session.session_id),
+        await store.load_history(session.session_id),
+    )
+    await store.close()
+
+    reopened = await SqliteStore.open(tmp_path)
+    try:
+        assert await reopened.get_active() == session.session_id
+        assert await reopened.get_turn(session.session_id, record.turn_id) == done
+        after = (
+            await reopened.get_session(session.session_id),
+            await reopened.all_messages(session.session_id),
+            await reopened.load_history(session.session_id),
+        )
+        assert after == before
+    finally:
+        await reopened.close()
+
+
+async def test_database_is_in_wal_mode_with_schema_version(tmp_path: Path) -> None:
+    await (await SqliteStore.open(tmp_path)).close()
+    with sqlite3.connect(tmp_path / "state.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    conn.close()
+
+
+async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    await (await SqliteStore.open(tmp_path)).close()
+    conn = sqlite3.connect(tmp_path / "state.db")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer"):
+        await SqliteStore.open(tmp_path)
+    assert list((tmp_path / "owners").iterdir()) == []
+
+
+async def test_a_closed_store_raises_store_error(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path)
+    await store.close()
+    await store.close()
+    with pytest.raises(StoreError):
+        await store.list_sessions(cursor=None, limit=5)
+
+
+async def test_turn_of_a_dead_process_is_interrupted_at_next_open(tmp_path: Path) -> None:
+    session_id = await new_session(tmp_path)
+    with anyio.fail_after(10):
+        await anyio.run_process([sys.executable, "-c", DYING_CHILD, str(tmp_path), session_id], env=CHILD_ENV)
+    assert len(list((tmp_path / "owners").glob("*.lock"))) == 1  # the dead child's
+
+    store = await SqliteStore.open(tmp_path)
+    try:
+        turn = await store.get_turn(session_id, "turn_orphan")
+        assert turn.status == "interrupted"
+        assert turn.finished_at is not None
+        assert turn.error is not None
+        assert (turn.error.type, turn.error.message) == ("interrupted", INTERRUPTED_MESSAGE)
+        assert [p.name for p in (tmp_path / "owners").iterdir()] == [f"{store.instance_id}.lock"]
+    finally:
+        await store.close()
+
+
+async def test_turn_of_a_live_instance_is_not_interrupted(tmp_path: Path) -> None:
+    session_id = await new_session(tmp_path)
+    live = await SqliteStore.open(tmp_path)
+    record = running(session_id)
+    await live.begin_turn(record)
+
+    other = await SqliteStore.open(tmp_path)
+    try:
+        assert (await other.get_turn(session_id, record.turn_id)).status == "running"
+        await live.close()  # its owner is gone now, with the turn still running
+        later = await SqliteStore.open(tmp_path)
+        assert (await later.get_turn(session_id, record.turn_id)).status == "interrupted"
+        await later.close()
+    finally:
+        await other.close()
+        await live.close()
+
+
+async def test_finished_turns_are_left_alone(tmp_path: Path) -> None:
+    session_id = await new_session(tmp_path)
+    store = await SqliteStore.open(tmp_path)
+    record = running(session_id)
+    await store.begin_turn(record)
+    done = record.model_copy(update={"status": "completed", "finished_at": utc_now()})
+    await store.finish_turn(done, [])
+    await store.close()
+    store = await SqliteStore.open(tmp_path)
+    try:
+        assert await store.get_turn(session_id, record.turn_id) == done
+    finally:
+        await store.close()
+
+
+async def read_line(process: anyio.abc.Process) -> bytes:
+    assert process.stdout is not None
+    buffer = b""
+    while not buffer.endswith(b"\n"):
+        buffer += await process.stdout.receive()
+    return buffer
+
+
+async def run_writers(state: Path, session_id: str, logs: list[Path]) -> list[int | None]:
+    """Start one WRITER_CHILD per log file, let them all go at once, and return their exit codes."""
+    async with contextlib.AsyncExitStack() as stack:
+        writers: list[anyio.abc.Process] = []
+        for i, log in enumerate(logs):
+            stderr = stack.enter_context(log.open("wb"))
+            command = [sys.executable, "-c", WRITER_CHILD, str(state), session_id, f"w{i}"]
+            writer = await anyio.open_process(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=CHILD_ENV
+            )
+            writers.append(await stack.enter_async_context(writer))
+        for writer in writers:
+            assert await read_line(writer) == b"ready\n", [log.read_text() for log in logs]
+        for writer in writers:
+            assert writer.stdin is not None
+            await writer.stdin.send(b"go\n")
+        return [await writer.wait() for writer in writers]
+
+
+async def test_two_processes_write_concurrently(tmp_path: Path) -> None:
+    session_id = await new_session(tmp_path)
+    logs = [tmp_path / f"writer{i}.log" for i in range(2)]
+    with anyio.fail_after(14):
+        codes = await run_writers(tmp_path, session_id, logs)
+    assert codes == [0, 0], [log.read_text() for log in logs]
+
+    store = await SqliteStore.open(tmp_path)
+    try:
+        turns, cursor = await store.list_turns(session_id, cursor=None, limit=1000)
+        assert cursor is None
+        assert sorted(t.turn_id for t in turns) == sorted(f"w{w}_{i}" for w in range(2) for i in range(50))
+        assert {t.status for t in turns} == {"completed"}
+        messages = await store.all_messages(session_id)
+        assert [m.seq for m, _ in messages] == list(range(1, 201))
+        for user, answer in zip(messages[::2], messages[1::2], strict=True):
+            assert user[0].turn_id == answer[0].turn_id  # a turn's messages are contiguous
+    finally:
+        await store.close()
