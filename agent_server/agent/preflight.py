@@ -7,7 +7,7 @@ from agent_server.agent.compaction import should_compact, split_for_compaction, 
 from agent_server.agent.context import AgentDeps
 from agent_server.agent.turn_state import TurnState
 from agent_server.events import CompactionEvent, EventSink, StatusEvent
-from agent_server.types import CompactionRecord, ToolSpec, utc_now
+from agent_server.types import CompactionRecord, Message, ToolSpec, utc_now
 
 
 async def compact_session(
@@ -28,7 +28,7 @@ async def compact_session(
     history = await deps.store.load_history(session_id)
     to_compact, preserved = split_for_compaction(history.messages, keep_last)
     if not to_compact:
-        return _nothing_to_compact(history.summary, len(preserved), reason, dry_run)
+        return _nothing_to_compact(history.summary, [m.message for m in preserved], reason, dry_run)
     record = await summarize(
         deps.llm,
         to_compact=to_compact,
@@ -36,8 +36,8 @@ async def compact_session(
         previous_summary=history.summary,
         instructions=instructions,
         reason=reason,
+        dry_run=dry_run,
     )
-    record = record.model_copy(update={"dry_run": dry_run})
     if not dry_run:
         await deps.store.save_compaction(session_id, record, archive_through_seq=to_compact[-1].seq)
     await emit(CompactionEvent(record=record, **ids))
@@ -75,14 +75,15 @@ async def maybe_compact(
     return record if record.compacted_message_count else None
 
 
-def _nothing_to_compact(summary: str | None, preserved: int, reason: str, dry_run: bool) -> CompactionRecord:
+def _nothing_to_compact(summary: str | None, preserved: list[Message], reason: str, dry_run: bool) -> CompactionRecord:
+    tokens = prompts.estimate_message_tokens(preserved) + prompts.estimate_tokens(summary or "")
     return CompactionRecord(
         summary=summary or "",
         mode="fallback",
         compacted_message_count=0,
-        preserved_message_count=preserved,
-        estimated_tokens_before=0,
-        estimated_tokens_after=0,
+        preserved_message_count=len(preserved),
+        estimated_tokens_before=tokens,
+        estimated_tokens_after=tokens,
         reason=f"{reason}: nothing to compact",
         created_at=utc_now(),
         dry_run=dry_run,

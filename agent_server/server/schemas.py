@@ -1,0 +1,64 @@
+"""Generate `schemas/`: each tool's params and result JSON Schemas, and the event union.
+
+    python -m agent_server.server.schemas          # rewrite schemas/ in the current directory
+    python -m agent_server.server.schemas --check  # exit 1 if schemas/ differs from the models
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent_server.events import AGENT_EVENT_ADAPTER
+from agent_server.server.tool_table import TOOLS, tool_schemas
+
+
+def generate() -> dict[str, dict[str, Any]]:
+    """File name -> schema document, for every file under schemas/."""
+    documents: dict[str, dict[str, Any]] = {}
+    for name in TOOLS:
+        params, result = tool_schemas(name)
+        documents[f"{name}.params.json"] = params
+        documents[f"{name}.result.json"] = result
+    event = AGENT_EVENT_ADAPTER.json_schema(mode="serialization")
+    documents["event.json"] = {"title": "AgentEvent", **event}
+    return documents
+
+
+def render(schema: dict[str, Any]) -> str:
+    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def drift(directory: Path) -> list[str]:
+    """Names of files under `directory` that are missing, stale or extra."""
+    expected = {name: render(doc) for name, doc in generate().items()}
+    present = {p.name for p in directory.glob("*.json")} if directory.is_dir() else set[str]()
+    stale = [n for n, text in expected.items() if n not in present or (directory / n).read_text() != text]
+    return sorted(stale + [n for n in present if n not in expected])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("directory", nargs="?", type=Path, default=Path("schemas"))
+    parser.add_argument("--check", action="store_true", help="report drift instead of writing")
+    args = parser.parse_args(argv)
+    directory: Path = args.directory
+    if args.check:
+        stale = drift(directory)
+        for name in stale:
+            sys.stderr.write(f"schemas drift: {directory / name}\n")
+        return 1 if stale else 0
+    directory.mkdir(parents=True, exist_ok=True)
+    for extra in drift(directory):
+        if extra not in generate():
+            (directory / extra).unlink()
+    for name, doc in generate().items():
+        (directory / name).write_text(render(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Every bad-argument path gives an isError result with a clear message, and the server goes on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import MCPError
+
+from tests.interaction.harness import MODES, connect
+
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", MODES)]
+
+BAD_CALLS: list[tuple[str, dict[str, Any], str, str]] = [
+    ("run_turn", {}, "invalid_argument", "prompt"),
+    ("run_turn", {"prompt": ""}, "invalid_argument", "prompt"),
+    ("run_turn", {"prompt": "   \n"}, "invalid_argument", "blank"),
+    ("run_turn", {"prompt": "x", "session_id": "ses_nope"}, "session_not_found", "ses_nope"),
+    ("run_turn", {"prompt": "x", "max_tool_passes": -1}, "invalid_argument", "max_tool_passes"),
+    ("run_turn", {"prompt": "x", "max_tool_passes": 5000}, "invalid_argument", "max_tool_passes"),
+    ("run_turn", {"prompt": "x", "timeout_s": 0}, "invalid_argument", "timeout_s"),
+    ("run_turn", {"prompt": "x", "trace": "verbose"}, "invalid_argument", "trace"),
+    ("run_turn", {"prompt": "x", "bogus": 1}, "invalid_argument", "unknown argument"),
+    ("compact", {"session_id": "ses_nope"}, "session_not_found", "ses_nope"),
+    ("compact", {"keep_last": -1}, "invalid_argument", "keep_last"),
+    ("compact", {}, "invalid_argument", "no active session"),
+    ("session_list", {"limit": 0}, "invalid_argument", "limit"),
+    ("session_list", {"limit": 201}, "invalid_argument", "limit"),
+    ("session_list", {"cursor": "not-a-cursor"}, "invalid_argument", "cursor"),
+    ("session_get", {"session_id": "ses_nope"}, "session_not_found", "ses_nope"),
+    ("session_get", {}, "invalid_argument", "no active session"),
+    ("session_get", {"session_id": "ses_nope", "turns_limit": 1000}, "invalid_argument", "turns_limit"),
+    ("session_switch", {"session_id": "ses_nope"}, "session_not_found", "ses_nope"),
+    ("session_switch", {}, "invalid_argument", "session_id"),
+    ("session_fork", {"session_id": "ses_nope"}, "session_not_found", "ses_nope"),
+    ("session_delete", {"session_id": "ses_nope"}, "session_not_found", "ses_nope"),
+    ("session_create", {"title": "x" * 201}, "invalid_argument", "title"),
+    ("agent_tools", {"extra": True}, "invalid_argument", "unknown argument"),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "error_type", "mentions"), BAD_CALLS)
+async def test_bad_arguments_are_error_results(
+    tmp_path: Path, mode: str, tool: str, arguments: dict[str, Any], error_type: str, mentions: str
+) -> None:
+    async with connect(tmp_path, [{"content": "still alive"}], mode=mode) as h:
+        result = await h.call(tool, arguments)
+        alive = await h.call("run_turn", {"prompt": "are you there?"})
+    assert result.is_error is True
+    assert result.structured_content["error"]["type"] == error_type
+    assert mentions in result.content[0].text
+    assert alive.structured_content["final_text"] == "still alive"
+
+
+async def test_fork_at_an_unknown_turn_is_an_error(tmp_path: Path, mode: str) -> None:
+    async with connect(tmp_path, [{"content": "a"}], mode=mode) as h:
+        await h.call("run_turn", {"prompt": "x"})
+        result = await h.call("session_fork", {"at_turn": "turn_nope"})
+    assert result.is_error is True
+    assert result.structured_content["error"]["type"] == "turn_not_found"
+
+
+async def test_unknown_tool_is_a_protocol_error(tmp_path: Path, mode: str) -> None:
+    async with connect(tmp_path, mode=mode) as h:
+        with pytest.raises(MCPError) as caught:
+            await h.call("no_such_tool")
+        tools = await h.client.list_tools()
+    assert caught.value.code == -32602
+    assert len(tools.tools) == 9
+
+
+async def test_every_tool_lists_input_and_output_schemas(tmp_path: Path, mode: str) -> None:
+    async with connect(tmp_path, mode=mode) as h:
+        tools = (await h.client.list_tools()).tools
+    names = {t.name for t in tools}
+    assert names == {
+        "run_turn",
+        "compact",
+        "session_create",
+        "session_list",
+        "session_get",
+        "session_switch",
+        "session_fork",
+        "session_delete",
+        "agent_tools",
+    }
+    for tool in tools:
+        assert tool.input_schema["type"] == "object"
+        assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        assert tool.description
