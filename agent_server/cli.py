@@ -40,7 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings(
             config_file=args.config,
-            overrides={"workspace": args.workspace, "state_dir": args.state_dir, "llm": args.llm, "log_level": args.log_level},
+            overrides={
+                "workspace": args.workspace,
+                "state_dir": args.state_dir,
+                "llm": args.llm,
+                "log_level": args.log_level,
+            },
         )
     except ConfigError as exc:
         sys.stderr.write(f"agent-server: {exc.message}\n")

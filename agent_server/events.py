@@ -8,11 +8,19 @@ Every event carries the turn's `turn_id`, `session_id` and `trace_id`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agent_server.types import CompactionRecord, ToolCall, ToolResult, TurnStatus, Usage
+
+
+class EventIds(TypedDict):
+    """The identifiers every event of a turn carries; splat into an event's constructor."""
+
+    turn_id: str
+    session_id: str
+    trace_id: str
 
 
 class _Event(BaseModel):

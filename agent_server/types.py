@@ -110,7 +110,9 @@ class Usage(_Model):
     cost_usd: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
-        cost = None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0) + (other.cost_usd or 0)
+        cost = (
+            None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0) + (other.cost_usd or 0)
+        )
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,

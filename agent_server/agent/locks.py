@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 
 import anyio
@@ -15,7 +15,7 @@ class SessionLocks:
         self._locks: dict[str, tuple[anyio.Lock, int]] = {}
 
     @asynccontextmanager
-    async def hold(self, session_id: str) -> AsyncIterator[None]:
+    async def hold(self, session_id: str) -> AsyncGenerator[None]:
         lock, users = self._locks.get(session_id, (anyio.Lock(), 0))
         self._locks[session_id] = (lock, users + 1)
         try:

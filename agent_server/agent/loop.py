@@ -19,7 +19,7 @@ from agent_server.agent.preflight import maybe_compact
 from agent_server.agent.tool_calls import result_messages, run_tool_round
 from agent_server.agent.turn_state import TurnState
 from agent_server.errors import ModelError
-from agent_server.events import EventSink, PromptTraceEvent, StatusEvent, TokenEvent
+from agent_server.events import EventIds, EventSink, PromptTraceEvent, StatusEvent, TokenEvent
 from agent_server.llm.base import ModelRequest, ModelResponse
 from agent_server.types import AssistantTurn, ErrorInfo, Message, ToolRound, ToolSpec
 
@@ -34,9 +34,8 @@ class _Run:
     messages: list[Message] = field(default_factory=list[Message])
 
     @property
-    def ids(self) -> dict[str, str]:
-        s = self.state
-        return {"turn_id": s.turn_id, "session_id": s.session_id, "trace_id": s.trace_id}
+    def ids(self) -> EventIds:
+        return self.state.ids()
 
     async def status(self, phase: str, message: str) -> None:
         await self.emit(StatusEvent(phase=phase, message=message, **self.ids))

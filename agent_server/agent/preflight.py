@@ -6,7 +6,7 @@ from agent_server.agent import prompts
 from agent_server.agent.compaction import should_compact, split_for_compaction, summarize
 from agent_server.agent.context import AgentDeps
 from agent_server.agent.turn_state import TurnState
-from agent_server.events import CompactionEvent, EventSink, StatusEvent
+from agent_server.events import CompactionEvent, EventIds, EventSink, StatusEvent
 from agent_server.types import CompactionRecord, Message, ToolSpec, utc_now
 
 
@@ -19,7 +19,7 @@ async def compact_session(
     reason: str,
     dry_run: bool,
     emit: EventSink,
-    ids: dict[str, str],
+    ids: EventIds,
 ) -> CompactionRecord:
     """Summarise all but the last `keep_last` messages; archive them unless `dry_run`.
 
@@ -60,7 +60,7 @@ async def maybe_compact(
         threshold=settings.compact_threshold,
     ):
         return None
-    ids = {"turn_id": state.turn_id, "session_id": state.session_id, "trace_id": state.trace_id}
+    ids = state.ids()
     await emit(StatusEvent(phase="compact", message="compacting context before sampling", **ids))
     record = await compact_session(
         deps,

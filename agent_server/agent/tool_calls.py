@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from agent_server.events import AgentEvent, ToolProgressEvent, ToolResultEvent, ToolStartEvent
+from agent_server.events import AgentEvent, EventIds, ToolProgressEvent, ToolResultEvent, ToolStartEvent
 from agent_server.tools.base import Toolset
 from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
 
@@ -31,7 +31,7 @@ async def run_tool_round(
     *,
     tool_round: int,
     emit: Callable[[AgentEvent], Awaitable[None]],
-    ids: dict[str, str],
+    ids: EventIds,
 ) -> list[ToolResult]:
     """Run every call of one round concurrently; return the results in call order."""
     results: list[ToolResult | None] = [None] * len(calls)
@@ -49,7 +49,7 @@ async def run_tool_round(
 
 
 async def _call(
-    tools: Toolset, call: ToolCall, *, emit: Callable[[AgentEvent], Awaitable[None]], ids: dict[str, str]
+    tools: Toolset, call: ToolCall, *, emit: Callable[[AgentEvent], Awaitable[None]], ids: EventIds
 ) -> ToolResult:
     if call.arguments_error is not None:
         text = f"invalid arguments for {call.name}: {call.arguments_error}; the tool was not run"

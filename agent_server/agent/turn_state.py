@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agent_server.events import EventIds
 from agent_server.types import (
     AssistantTurn,
     CompactionRecord,
@@ -45,6 +46,9 @@ class TurnState:
     error: ErrorInfo | None = None
     finished_at: str | None = None
     committed: list[Message] = field(default_factory=list[Message])
+
+    def ids(self) -> EventIds:
+        return {"turn_id": self.turn_id, "session_id": self.session_id, "trace_id": self.trace_id}
 
     def transition(self, src: str, dst: str, reason: str) -> None:
         self.transitions.append(Transition.model_validate({"from": src, "to": dst, "reason": reason}))

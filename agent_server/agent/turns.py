@@ -35,7 +35,7 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
         model=request.model,
     )
     await deps.store.begin_turn(state.record())
-    ids = {"turn_id": state.turn_id, "session_id": state.session_id, "trace_id": state.trace_id}
+    ids = state.ids()
     try:
         await emit(TurnEvent(prompt=request.prompt, **ids))
         await _drive_with_timeout(deps, request, state, emit)
@@ -72,5 +72,7 @@ async def _persist(deps: AgentDeps, state: TurnState) -> TurnRecord:
     record = state.record()
     written = await deps.store.finish_turn(record, state.committed)
     if not written:
-        logger.warning("session %s was deleted while turn %s ran; its record was dropped", state.session_id, state.turn_id)
+        logger.warning(
+            "session %s was deleted while turn %s ran; its record was dropped", state.session_id, state.turn_id
+        )
     return record

@@ -7,8 +7,8 @@ before anything is served) and closes it on shutdown.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import mcp_types as types
@@ -52,9 +52,11 @@ def llm_from_settings(settings: Settings) -> LLMClient:
     raise ConfigError(f"unknown --llm {spec!r}: expected script:PATH")
 
 
-def build_state_factory(settings: Settings, llm: LLMClient | None):
+def build_state_factory(
+    settings: Settings, llm: LLMClient | None
+) -> Callable[[Server[AppState]], AbstractAsyncContextManager[AppState]]:
     @asynccontextmanager
-    async def lifespan(_server: Server[AppState]) -> AsyncIterator[AppState]:
+    async def lifespan(_server: Server[AppState]) -> AsyncGenerator[AppState]:
         store = await SqliteStore.open(settings.state_path)
         try:
             workspace = WorkspaceToolset(
@@ -75,10 +77,14 @@ def create_server(settings: Settings, *, llm: LLMClient | None = None) -> Server
     if llm is None:
         llm = llm_from_settings(settings)  # fail at construction on a bad spec, not at first use
 
-    async def list_tools(ctx: ServerRequestContext[AppState, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: ServerRequestContext[AppState, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[_wire_tool(t) for t in TOOLS.values()])
 
-    async def call_tool(ctx: ServerRequestContext[AppState, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: ServerRequestContext[AppState, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         tool = TOOLS.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
@@ -96,7 +102,9 @@ def create_server(settings: Settings, *, llm: LLMClient | None = None) -> Server
 
 def _wire_tool(tool: handlers.ToolDef) -> types.Tool:
     input_schema, output_schema = tool_schemas(tool.name)
-    return types.Tool(name=tool.name, description=tool.description, input_schema=input_schema, output_schema=output_schema)
+    return types.Tool(
+        name=tool.name, description=tool.description, input_schema=input_schema, output_schema=output_schema
+    )
 
 
 def _version() -> str:

@@ -22,6 +22,7 @@ from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.preflight import compact_session
 from agent_server.agent.turns import run_turn
 from agent_server.errors import AgentServerError, InvalidArgument
+from agent_server.events import EventIds
 from agent_server.server import tool_specs as specs
 from agent_server.server.state import AppState
 from agent_server.server.streaming import EventStreamer
@@ -81,7 +82,7 @@ def tool_error(exc: AgentServerError, error_type: str | None = None) -> types.Ca
 
 
 def _validation_message(tool: str, exc: ValidationError) -> str:
-    problems = []
+    problems: list[str] = []
     for error in exc.errors():
         where = ".".join(str(p) for p in error["loc"]) or "arguments"
         message = "unknown argument" if error["type"] == "extra_forbidden" else error["msg"]
@@ -103,7 +104,9 @@ async def handle_run_turn(state: AppState, ctx: Context, params: specs.RunTurnPa
         trace=params.trace,
         model=params.model,
     )
-    deps = AgentDeps(settings=state.settings, store=state.store, llm=state.llm, tools=state.registry.filtered(params.tools))
+    deps = AgentDeps(
+        settings=state.settings, store=state.store, llm=state.llm, tools=state.registry.filtered(params.tools)
+    )
     streamer = EventStreamer(ctx, flush_interval=state.settings.token_flush_interval_s)
     async with state.locks.hold(session_id):
         record = await run_turn(deps, request, streamer)
@@ -117,7 +120,11 @@ async def handle_run_turn(state: AppState, ctx: Context, params: specs.RunTurnPa
 async def handle_compact(state: AppState, ctx: Context, params: specs.CompactParams) -> Outcome:
     session_id = await state.resolve_session(params.session_id)
     streamer = EventStreamer(ctx, flush_interval=state.settings.token_flush_interval_s)
-    ids = {"turn_id": new_id("compact"), "session_id": session_id, "trace_id": trace_id_from_meta(ctx.meta) or new_id("trace")}
+    ids: EventIds = {
+        "turn_id": new_id("compact"),
+        "session_id": session_id,
+        "trace_id": trace_id_from_meta(ctx.meta) or new_id("trace"),
+    }
     keep_last = state.settings.compact_keep_last if params.keep_last is None else params.keep_last
     async with state.locks.hold(session_id):
         record = await compact_session(

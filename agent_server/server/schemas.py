@@ -1,7 +1,7 @@
 """Generate `schemas/`: each tool's params and result JSON Schemas, and the event union.
 
-    python -m agent_server.server.schemas          # rewrite schemas/ in the current directory
-    python -m agent_server.server.schemas --check  # exit 1 if schemas/ differs from the models
+python -m agent_server.server.schemas          # rewrite schemas/ in the current directory
+python -m agent_server.server.schemas --check  # exit 1 if schemas/ differs from the models
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ from agent_server.types import SessionInfo
 
 def _describe(session: SessionInfo) -> str:
     active = " (active)" if session.active else ""
-    return f"{session.session_id}{active}: {session.title!r}, {session.turn_count} turn(s), updated {session.updated_at}"
+    return (
+        f"{session.session_id}{active}: {session.title!r}, {session.turn_count} turn(s), updated {session.updated_at}"
+    )
 
 
 async def handle_create(state: AppState, ctx: Context, params: specs.SessionCreateParams) -> Outcome:

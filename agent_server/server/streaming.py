@@ -111,7 +111,8 @@ def describe(event: AgentEvent) -> str:  # noqa: C901 - one arm per event kind
             return f"{event.result.name}: {outcome} in {event.result.duration_s:.2f}s"
         case "compaction":
             r = event.record
-            return f"compacted {r.compacted_message_count} message(s) ({r.mode}), ~{r.estimated_tokens_before} -> ~{r.estimated_tokens_after} tokens"
+            tokens = f"~{r.estimated_tokens_before} -> ~{r.estimated_tokens_after} tokens"
+            return f"compacted {r.compacted_message_count} message(s) ({r.mode}), {tokens}"
         case "error":
             return _one_line(f"error: {event.message}")
         case "done":

@@ -22,7 +22,9 @@ class _Params(BaseModel):
 
 class RunTurnParams(_Params):
     prompt: str = Field(min_length=1, description="What the user asks the agent; must not be blank.")
-    session_id: str | None = Field(default=None, description="Session to run in; default the active one (created if none).")
+    session_id: str | None = Field(
+        default=None, description="Session to run in; default the active one (created if none)."
+    )
     max_tool_passes: int | None = Field(default=None, ge=0, le=1000, description="Tool rounds allowed (default 50).")
     timeout_s: float | None = Field(default=None, gt=0, le=86_400, description="Wall-clock limit for the whole turn.")
     trace: TraceMode = Field(default="standard", description="`extended` also records the model's reasoning.")

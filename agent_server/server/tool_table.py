@@ -28,8 +28,20 @@ _DEFS = [
         specs.CompactResult,
         handle_compact,
     ),
-    ToolDef("session_create", "Create a session and make it active.", specs.SessionCreateParams, SessionInfo, sessions.handle_create),
-    ToolDef("session_list", "List sessions, newest first (paged).", specs.SessionListParams, specs.SessionListResult, sessions.handle_list),
+    ToolDef(
+        "session_create",
+        "Create a session and make it active.",
+        specs.SessionCreateParams,
+        SessionInfo,
+        sessions.handle_create,
+    ),
+    ToolDef(
+        "session_list",
+        "List sessions, newest first (paged).",
+        specs.SessionListParams,
+        specs.SessionListResult,
+        sessions.handle_list,
+    ),
     ToolDef(
         "session_get",
         "A session's summary, its turn records (paged), compaction records and optionally its message history.",
@@ -37,7 +49,9 @@ _DEFS = [
         specs.SessionGetResult,
         sessions.handle_get,
     ),
-    ToolDef("session_switch", "Make a session the active one.", specs.SessionIdParams, SessionInfo, sessions.handle_switch),
+    ToolDef(
+        "session_switch", "Make a session the active one.", specs.SessionIdParams, SessionInfo, sessions.handle_switch
+    ),
     ToolDef(
         "session_fork",
         "Copy a session's history up to a turn into a new session.",
@@ -45,7 +59,13 @@ _DEFS = [
         SessionInfo,
         sessions.handle_fork,
     ),
-    ToolDef("session_delete", "Delete a session and everything stored for it.", specs.SessionIdParams, specs.SessionDeleteResult, sessions.handle_delete),
+    ToolDef(
+        "session_delete",
+        "Delete a session and everything stored for it.",
+        specs.SessionIdParams,
+        specs.SessionDeleteResult,
+        sessions.handle_delete,
+    ),
     ToolDef(
         "agent_tools",
         "The agent's own tools (with their source) and the state of each mounted MCP server.",

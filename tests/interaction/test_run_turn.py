@@ -173,7 +173,9 @@ async def test_image_tool_results_reach_the_model_as_images(tmp_path: Path, mode
             result = await h.call("run_turn", {"prompt": "look"})
     assert result.structured_content["status"] == "completed"
     second_call = h.llm.calls[1]
-    images = [p for m in second_call.messages if isinstance(m.content, list) for p in m.content if isinstance(p, ImagePart)]
+    images = [
+        p for m in second_call.messages if isinstance(m.content, list) for p in m.content if isinstance(p, ImagePart)
+    ]
     assert len(images) == 1 and images[0].mime_type == "image/png"
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import pytest
 
 from tests.interaction.harness import MODES, connect
@@ -43,7 +42,7 @@ async def test_session_list_and_turns_page_with_cursors(tmp_path: Path, mode: st
         for i in range(3):
             await h.call("run_turn", {"prompt": f"q{i}"})
         turns1 = (await h.call("session_get", {"turns_limit": 2})).structured_content
-        turns2 = (await h.call("session_get", {"turns_limit": 2, "turns_cursor": turns1["next_turns_cursor"]}))
+        turns2 = await h.call("session_get", {"turns_limit": 2, "turns_cursor": turns1["next_turns_cursor"]})
     assert [s["title"] for s in page1["sessions"] + page2["sessions"]] == ["s2", "s1", "s0"]
     assert page2["next_cursor"] is None
     finals = [t["final_text"] for t in turns1["turns"] + turns2.structured_content["turns"]]
