@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import anyio
+
 from agent_server.agent import prompts
 from agent_server.agent.compaction import summary_message
 from agent_server.agent.context import AgentDeps, TurnRequest
@@ -65,7 +67,8 @@ async def drive(deps: AgentDeps, request: TurnRequest, state: TurnState, emit: E
 async def _prepare(run: _Run) -> None:
     """Preflight compaction, then the system prompt, the live history and the user's prompt."""
     settings = run.deps.settings
-    parts = prompts.build_prompt_parts(settings.workspace, settings.system_prompt)
+    # Prompt files are read from disk: keep the event loop free while they are.
+    parts = await anyio.to_thread.run_sync(prompts.build_prompt_parts, settings.workspace, settings.system_prompt)
     system = prompts.render_system_prompt(parts)
     record = await maybe_compact(run.deps, run.state, system=system, tools=run.tools, emit=run.emit)
     run.state.compaction = record

@@ -1,0 +1,48 @@
+"""The command line refuses bad configuration before serving, with a message on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_server.cli import EXIT_CONFIG, main
+from agent_server.settings import load_settings
+
+
+def test_unknown_config_key_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"max_tool_passes": 5, "contxt_window": 10}))
+    assert main(["--config", str(config)]) == EXIT_CONFIG
+    err = capsys.readouterr()
+    assert "contxt_window" in err.err and err.out == ""
+
+
+def test_malformed_config_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("max_tool_passes = = 3")
+    assert main(["--config", str(config)]) == EXIT_CONFIG
+    assert "not valid toml" in capsys.readouterr().err
+
+
+def test_missing_script_file_is_refused_before_serving(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--workspace", str(tmp_path), "--llm", f"script:{tmp_path / 'nope.json'}"])
+    assert code == EXIT_CONFIG
+    assert "nope.json" in capsys.readouterr().err
+
+
+def test_unknown_provider_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--workspace", str(tmp_path), "--llm", "telepathy"]) == EXIT_CONFIG
+    assert "telepathy" in capsys.readouterr().err
+
+
+def test_flags_override_the_config_file_and_paths_are_relative_to_it(tmp_path: Path) -> None:
+    config = tmp_path / "conf" / "agent.toml"
+    config.parent.mkdir()
+    config.write_text('state_dir = "state"\nmax_tool_passes = 3\nllm = "script:s.json"\n')
+    settings = load_settings(config_file=config, overrides={"max_tool_passes": 7, "workspace": tmp_path})
+    assert settings.max_tool_passes == 7
+    assert settings.state_path == (tmp_path / "conf" / "state").resolve()
+    assert settings.llm == f"script:{tmp_path / 'conf' / 's.json'}"
+    assert settings.workspace == tmp_path.resolve()
