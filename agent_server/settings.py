@@ -18,6 +18,38 @@ from agent_server.errors import ConfigError
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
+class Price(BaseModel):
+    """USD per million tokens for one model."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class OpenAIOptions(BaseModel):
+    """The OpenAI-compatible Chat Completions provider (`--llm openai:MODEL`).
+
+    The API key is never a setting: it comes from `OPENAI_API_KEY` only, so it cannot end up in a
+    config dump, a log line or a turn record.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base_url: str = "https://api.openai.com/v1"
+    """Already ends in `/v1` (the OpenAI SDK's convention); `/chat/completions` is appended."""
+    model: str | None = None
+    stream: bool = True
+    connect_timeout_s: float = Field(default=10, gt=0)
+    read_timeout_s: float = Field(default=120, gt=0)
+    max_attempts: int = Field(default=4, ge=1, le=10)
+    backoff_base_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=8, ge=0)
+    retry_after_max_s: float = Field(default=30, ge=0)
+    prices: dict[str, Price] = Field(default_factory=dict[str, Price])
+    """Model name -> price; `usage.cost_usd` is set when the turn's model has one."""
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -42,6 +74,7 @@ class Settings(BaseModel):
     """Token deltas are coalesced into one event per interval."""
     read_file_max_bytes: int = Field(default=256 * 1024, ge=1)
     search_max_matches: int = Field(default=200, ge=1)
+    openai: OpenAIOptions = Field(default_factory=OpenAIOptions)
 
     @model_validator(mode="after")
     def _resolve_paths(self) -> Settings:
