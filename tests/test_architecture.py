@@ -33,9 +33,9 @@ def _package_imports() -> dict[str, set[str]]:
     result: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
         imports = {i.removeprefix("agent_server.") for i in _imports(path) if i.startswith("agent_server.")}
-        result[_module_name(path).removeprefix("agent_server").lstrip(".")] = imports | {
-            "mcp" for i in _imports(path) if i == "mcp" or i.startswith(("mcp.", "mcp_types"))
-        }
+        sdk = {"mcp" for i in _imports(path) if i == "mcp" or i.startswith("mcp.")}
+        wire = {"mcp_types" for i in _imports(path) if i.split(".")[0] == "mcp_types"}
+        result[_module_name(path).removeprefix("agent_server").lstrip(".")] = imports | sdk | wire
     return result
 
 
@@ -46,7 +46,7 @@ def _top(name: str) -> str:
 def test_leaves_import_nothing_from_the_package() -> None:
     for module, imports in _package_imports().items():
         if module in LEAVES:
-            bad = {i for i in imports if _top(i) not in LEAVES}
+            bad = {i for i in imports if _top(i) not in LEAVES | {"mcp", "mcp_types"}}
             assert not bad, f"{module} imports {bad}"
 
 
@@ -56,16 +56,18 @@ def test_adapters_import_only_leaves_settings_and_their_own_package() -> None:
         if layer not in {"llm", "tools", "store"}:
             continue
         allowed = LEAVES | {"settings", layer}
-        bad = {i for i in imports if _top(i) not in allowed and i != "mcp"}
+        bad = {i for i in imports if _top(i) not in allowed and i not in {"mcp", "mcp_types"}}
         assert not bad, f"{module} imports {bad}"
-        assert "mcp" not in imports, f"{module} imports the MCP SDK"
+        assert "mcp" not in imports, f"{module} imports the MCP SDK runtime"
+        if "mcp_types" in imports:  # wire types only, for the sampling provider
+            assert module == "llm.sampling", f"{module} imports mcp_types"
 
 
 def test_agent_imports_only_protocols_never_adapters_or_mcp() -> None:
     for module, imports in _package_imports().items():
         if _top(module) != "agent":
             continue
-        assert "mcp" not in imports, f"{module} imports the MCP SDK"
+        assert not {"mcp", "mcp_types"} & imports, f"{module} imports the MCP SDK"
         for name in imports:
             top = _top(name)
             if top in {"llm", "tools", "store", "mounts"}:
@@ -80,7 +82,8 @@ def test_mounts_build_on_tools_base_only() -> None:
             continue
         for name in imports:
             top = _top(name)
-            assert top in LEAVES | {"settings", "mounts", "mcp"} or name.startswith("tools.base"), f"{module}: {name}"
+            allowed = LEAVES | {"settings", "mounts", "mcp", "mcp_types"}
+            assert top in allowed or name.startswith("tools.base"), f"{module}: {name}"
 
 
 def test_nothing_below_the_server_imports_the_server_or_cli() -> None:

@@ -1,18 +1,22 @@
-"""The stand-in provider when no model is configured: every call fails with how to configure one."""
+"""The stand-in provider when no usable model is configured: every call fails saying how to fix it."""
 
 from __future__ import annotations
 
 from agent_server.errors import ModelError
 from agent_server.llm.base import ModelRequest, ModelResponse, TextCallback
 
-HOW_TO = (
-    "no model is configured: start agent-server with --llm script:PATH (a JSON file of scripted "
-    "responses), or set `llm` in the config file"
+CONFIGURE = (
+    "configure a model instead: --llm openai:MODEL (with OPENAI_API_KEY and/or OPENAI_BASE_URL), "
+    "or --llm script:PATH for a scripted model"
 )
+NO_MODEL = "no model is configured and the client does not lend its own (MCP sampling); " + CONFIGURE
 
 
-class UnconfiguredLLM:
+class UnavailableLLM:
     name = "none"
 
+    def __init__(self, reason: str = NO_MODEL) -> None:
+        self.reason = reason
+
     async def complete(self, request: ModelRequest, *, on_text: TextCallback | None = None) -> ModelResponse:
-        raise ModelError(HOW_TO)
+        raise ModelError(self.reason)

@@ -15,9 +15,9 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 
-from agent_server.errors import ConfigError
 from agent_server.llm.base import LLMClient
 from agent_server.server import handlers
+from agent_server.server.models import fixed_llm
 from agent_server.server.state import AppState
 from agent_server.server.tool_table import TOOLS, tool_schemas
 from agent_server.settings import Settings
@@ -33,25 +33,6 @@ INSTRUCTIONS = (
 )
 
 
-def llm_from_settings(settings: Settings) -> LLMClient:
-    """The provider named by `settings.llm`.
-
-    Raises:
-        ConfigError: the spec names an unknown provider or a bad script.
-    """
-    spec = settings.llm
-    if spec is None:
-        from agent_server.llm.unconfigured import UnconfiguredLLM
-
-        return UnconfiguredLLM()
-    kind, _, arg = spec.partition(":")
-    if kind == "script" and arg:
-        from agent_server.llm.scripted import ScriptedLLM
-
-        return ScriptedLLM.from_file(arg)
-    raise ConfigError(f"unknown --llm {spec!r}: expected script:PATH")
-
-
 def build_state_factory(
     settings: Settings, llm: LLMClient | None
 ) -> Callable[[Server[AppState]], AbstractAsyncContextManager[AppState]]:
@@ -65,7 +46,7 @@ def build_state_factory(
                 search_max_matches=settings.search_max_matches,
             )
             registry = ToolRegistry([workspace])
-            yield AppState(settings=settings, store=store, llm=llm or llm_from_settings(settings), registry=registry)
+            yield AppState(settings=settings, store=store, llm=llm, registry=registry)
         finally:
             await store.close()
 
@@ -73,9 +54,13 @@ def build_state_factory(
 
 
 def create_server(settings: Settings, *, llm: LLMClient | None = None) -> Server[AppState]:
-    """The MCP server for these settings; `llm` overrides the provider named in the settings."""
+    """The MCP server for these settings; `llm` overrides the provider named in the settings.
+
+    Raises:
+        ConfigError: the settings name a provider that cannot be built (checked here, not at first use).
+    """
     if llm is None:
-        llm = llm_from_settings(settings)  # fail at construction on a bad spec, not at first use
+        llm = fixed_llm(settings)
 
     async def list_tools(
         ctx: ServerRequestContext[AppState, Any], params: types.PaginatedRequestParams | None

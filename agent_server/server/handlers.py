@@ -18,7 +18,7 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from pydantic import BaseModel, ValidationError
 
-from agent_server.agent.context import AgentDeps, TurnRequest
+from agent_server.agent.context import TurnRequest
 from agent_server.agent.preflight import compact_session
 from agent_server.agent.turns import run_turn
 from agent_server.errors import AgentServerError, InvalidArgument
@@ -104,9 +104,7 @@ async def handle_run_turn(state: AppState, ctx: Context, params: specs.RunTurnPa
         trace=params.trace,
         model=params.model,
     )
-    deps = AgentDeps(
-        settings=state.settings, store=state.store, llm=state.llm, tools=state.registry.filtered(params.tools)
-    )
+    deps = state.deps(ctx, state.registry.filtered(params.tools))
     streamer = EventStreamer(ctx, flush_interval=state.settings.token_flush_interval_s)
     async with state.locks.hold(session_id):
         record = await run_turn(deps, request, streamer)
@@ -128,7 +126,7 @@ async def handle_compact(state: AppState, ctx: Context, params: specs.CompactPar
     keep_last = state.settings.compact_keep_last if params.keep_last is None else params.keep_last
     async with state.locks.hold(session_id):
         record = await compact_session(
-            state.deps(),
+            state.deps(ctx),
             session_id,
             keep_last=keep_last,
             instructions=params.instructions,

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.server import ServerRequestContext
 
 from agent_server.agent.context import AgentDeps
 from agent_server.agent.locks import SessionLocks
 from agent_server.errors import InvalidArgument
 from agent_server.llm.base import LLMClient
+from agent_server.server.models import llm_for_request
 from agent_server.settings import Settings
 from agent_server.store.base import SessionStore
+from agent_server.tools.base import Toolset
 from agent_server.tools.registry import ToolRegistry
 from agent_server.types import SessionInfo
 
@@ -20,12 +25,15 @@ TITLE_LENGTH = 60
 class AppState:
     settings: Settings
     store: SessionStore
-    llm: LLMClient
+    llm: LLMClient | None
+    """The fixed provider; None means each request uses the client's model (sampling)."""
     registry: ToolRegistry
     locks: SessionLocks = field(default_factory=SessionLocks)
 
-    def deps(self) -> AgentDeps:
-        return AgentDeps(settings=self.settings, store=self.store, llm=self.llm, tools=self.registry)
+    def deps(self, ctx: ServerRequestContext[Any, Any], tools: Toolset | None = None) -> AgentDeps:
+        """What the agent layer needs to serve the request `ctx`."""
+        llm = llm_for_request(self.llm, ctx)
+        return AgentDeps(settings=self.settings, store=self.store, llm=llm, tools=tools or self.registry)
 
     async def resolve_session(self, session_id: str | None, *, create_title: str | None = None) -> str:
         """The given session (checked to exist), else the active one, else (if allowed) a new active one.
