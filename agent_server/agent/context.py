@@ -33,6 +33,8 @@ class TurnRequest:
     timeout_s: float | None = None
     trace: TraceMode = "standard"
     model: str | None = None
+    notes: tuple[str, ...] = ()
+    """Runtime facts the model must know this turn (e.g. tool servers that are unavailable)."""
 
 
 async def discard_event(_event: object) -> None:

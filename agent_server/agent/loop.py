@@ -69,6 +69,9 @@ async def _prepare(run: _Run) -> None:
     settings = run.deps.settings
     # Prompt files are read from disk: keep the event loop free while they are.
     parts = await anyio.to_thread.run_sync(prompts.build_prompt_parts, settings.workspace, settings.system_prompt)
+    if run.request.notes:
+        body = "\n".join(f"- {note}" for note in run.request.notes)
+        parts.append(prompts.PromptPart(id="runtime", title="Runtime notes", source="server", body=body))
     system = prompts.render_system_prompt(parts)
     record = await maybe_compact(run.deps, run.state, system=system, tools=run.tools, emit=run.emit)
     run.state.compaction = record
