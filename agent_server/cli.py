@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="config file (JSON or TOML)")
     parser.add_argument("--llm", help="model provider, e.g. script:PATH")
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
+    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio", help="default: stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000)")
     return parser
 
 
@@ -53,16 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    return _serve(settings)
+    return _serve(settings, args)
 
 
-def _serve(settings: Settings) -> int:
+def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import anyio
 
-    from agent_server.server.run import serve_stdio
+    from agent_server.server.run import serve_http, serve_stdio
 
     try:
-        anyio.run(serve_stdio, settings)
+        if args.transport == "stdio":
+            anyio.run(serve_stdio, settings)
+        else:
+            anyio.run(lambda: serve_http(settings, host=args.host, port=args.port))
     except ConfigError as exc:
         sys.stderr.write(f"agent-server: {exc.message}\n")
         return EXIT_CONFIG
