@@ -192,14 +192,18 @@ async def run(rounds: int, warmup: int) -> dict[str, Any]:
     }
 
 
+def _tools(n: int) -> str:
+    return f"{n} tool" if n == 1 else f"{n} tools"
+
+
 def render(r: dict[str, Any]) -> str:
     c = r["cores"]
     return "\n".join(
         [
             r["measure"],
             f"rounds: {r['rounds']} (+{r['warmup']} warm-up), {r['order']}, fresh process per sample",
-            f"agent-server median: {r['agent_server_median_s'] * 1000:.0f} ms ({r['tools'][AGENT]} tools)",
-            f"baseline median: {r['baseline_median_s'] * 1000:.0f} ms ({r['tools'][BASELINE]} tools)",
+            f"agent-server median: {r['agent_server_median_s'] * 1000:.0f} ms ({_tools(r['tools'][AGENT])})",
+            f"baseline median: {r['baseline_median_s'] * 1000:.0f} ms ({_tools(r['tools'][BASELINE])})",
             f"ratio (agent-server / baseline): {r['ratio']:.2f}",
             f"median of per-round ratios: {r['paired_ratio_median']:.2f}",
             "load average (1/5/15 min): before {} after {}".format(
