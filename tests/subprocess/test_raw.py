@@ -1,0 +1,95 @@
+"""Raw JSON-RPC over a server's pipes: a hard kill mid-turn, and the recorded transcript of clients/raw/."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from tests.subprocess.helpers import ServerDirs, load_replay, server_env, statuses, structured
+
+pytestmark = pytest.mark.anyio
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
+}
+
+
+def tools_call(request_id: int, name: str, arguments: dict[str, object], token: str | None = None) -> dict[str, object]:
+    params: dict[str, object] = {"name": name, "arguments": arguments}
+    if token is not None:
+        params["_meta"] = {"progressToken": token}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def is_sampling(progress: dict[str, object]) -> bool:
+    return str(progress.get("message", "")).startswith("sampling")
+
+
+async def test_turn_left_running_by_a_killed_process_is_interrupted_at_next_start(dirs: ServerDirs) -> None:
+    replay = load_replay()
+    command = dirs.argv([{"delay_s": 60, "content": "never"}], script="first.json")
+    with anyio.fail_after(30):
+        async with replay.RawServer.spawn(command, cwd=dirs.root, env=server_env()) as raw:
+            init, _ = await raw.request(INITIALIZE)
+            assert init["result"]["protocolVersion"] == "2025-11-25"
+            await raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            created, _ = await raw.request(tools_call(1, "session_create", {"title": "doomed"}))
+            session_id = created["result"]["structuredContent"]["session_id"]
+            await raw.send(tools_call(2, "run_turn", {"prompt": "slow", "session_id": session_id}, token="slow"))
+            while True:
+                message = await raw.receive()
+                assert "id" not in message, f"the slow turn answered: {message}"
+                if message["method"] == "notifications/progress" and is_sampling(message["params"]):
+                    break
+            raw.kill()  # SIGKILL to the server's whole process group: no cleanup runs
+            assert await raw.process.wait() == -signal.SIGKILL
+        assert not raw.invalid
+
+        async with Client(dirs.params([{"content": "still usable"}], script="second.json")) as client:
+            before = await structured(client, "session_get", {"session_id": session_id})
+            after_turn = await structured(client, "run_turn", {"prompt": "again", "session_id": session_id})
+            after = await structured(client, "session_get", {"session_id": session_id})
+    (turn,) = before["turns"]
+    assert turn["status"] == "interrupted", turn
+    assert turn["error"]["type"] == "interrupted"
+    assert after_turn["status"] == "completed" and after_turn["final_text"] == "still usable"
+    assert statuses(after) == ["interrupted", "completed"]
+
+
+async def test_raw_transcript_replays_and_stdout_carries_only_json_rpc(tmp_path: Path) -> None:
+    replay = load_replay()
+    command = [sys.executable, "-m", "agent_server", "--llm", f"script:{replay.SCRIPT}", "--log-level", "DEBUG"]
+    transcript = replay.load_jsonl(replay.TRANSCRIPT)
+    expectations = replay.load_jsonl(replay.EXPECTED)
+    with anyio.fail_after(30):
+        report = await replay.replay(command, transcript, expectations, workdir=tmp_path, env=server_env())
+
+    failures = [f"{step.name}: {step.detail}" for step in report.steps if not step.ok]
+    assert not failures, "\n".join(failures) + "\n--- stderr ---\n" + report.stderr[-3000:]
+    # Every stdout line parsed as a JSON-RPC 2.0 response or notification (no stray requests either).
+    assert report.lines and not report.invalid
+    kinds = set()
+    for line in report.lines:
+        message, problem = replay.parse_jsonrpc(line)
+        assert message is not None, problem
+        kinds.add(replay.kind_of(message))
+    assert kinds == {"response", "notification"}
+    # One response per request, in order, and every expectation was checked.
+    requests = [m["id"] for m in transcript if "id" in m]
+    assert list(report.responses) == requests
+    assert {e["id"] for e in expectations} == set(requests)
+    assert report.responses[7]["error"]["code"] == -32602  # unknown tool: a JSON-RPC error
+    assert report.responses[6]["result"]["isError"] is True  # bad arguments: a tool error result
+    # DEBUG logging went to stderr, none of it to stdout.
+    debug_lines = [line for line in report.stderr.splitlines() if " DEBUG " in line]
+    assert any("agent_server" in line for line in debug_lines), report.stderr[-2000:]
+    assert not any("DEBUG" in line for line in report.lines)
+    assert report.returncode == 0
