@@ -1,0 +1,278 @@
+"""The Chat Completions wire format: request bodies out, completions (whole or streamed) in.
+
+Pure functions and one accumulator, no I/O, so streamed and non-streamed answers go through
+the same conversion (`Completion.to_response`) and come out identical.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, cast
+
+from agent_server.llm.base import ModelRequest, ModelResponse
+from agent_server.settings import Price
+from agent_server.types import ImagePart, Message, TextPart, ToolCall, ToolSpec, Usage, new_id
+
+ERROR_TEXT_MAX = 500
+"""The server's error text is cut to this many characters in messages."""
+
+
+def obj(value: object) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one."""
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def seq(value: object) -> list[Any]:
+    """`value` if it is a JSON array, else an empty one."""
+    return cast(list[Any], value) if isinstance(value, list) else []
+
+
+# --- request ------------------------------------------------------------------------------
+
+
+def build_body(request: ModelRequest, *, model: str, stream: bool) -> dict[str, Any]:
+    """The JSON body of a `POST /chat/completions` for `request`."""
+    body: dict[str, Any] = {"model": model, "messages": map_messages(request.messages), "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if request.tools:
+        body["tools"] = [map_tool(tool) for tool in request.tools]
+        body["tool_choice"] = "auto"
+    return body
+
+
+def map_tool(tool: ToolSpec) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name, "parameters": tool.input_schema}
+    if tool.description:
+        function["description"] = tool.description
+    return {"type": "function", "function": function}
+
+
+def map_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Map messages to the wire; images of a run of tool results follow it as one user message.
+
+    Chat Completions accepts only text in `tool` messages and wants every tool result right after
+    the assistant message that asked for it, so tool images go in a user message after the run.
+    """
+    out: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role != "tool" and images:
+            out.append(_tool_images_message(images))
+            images = []
+        if message.role == "tool":
+            out.append({"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.text()})
+            if isinstance(message.content, list):
+                images += [_image(p) for p in message.content if isinstance(p, ImagePart)]
+        else:
+            out.append(_map_message(message))
+    if images:
+        out.append(_tool_images_message(images))
+    return out
+
+
+def _map_message(message: Message) -> dict[str, Any]:
+    wire: dict[str, Any] = {"role": message.role, "content": _content(message.content)}
+    if message.name:
+        wire["name"] = message.name
+    if message.tool_calls:
+        wire["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+            for c in message.tool_calls
+        ]
+        if wire["content"] == "":
+            wire["content"] = None
+    return wire
+
+
+def _content(content: str | list[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
+    """Plain text stays a string (text-only part lists are joined: not every server takes parts)."""
+    if isinstance(content, str):
+        return content
+    if all(isinstance(part, TextPart) for part in content):
+        return "\n".join(part.text for part in content if isinstance(part, TextPart))
+    return [{"type": "text", "text": p.text} if isinstance(p, TextPart) else _image(p) for p in content]
+
+
+def _image(part: ImagePart) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": f"data:{part.mime_type};base64,{part.data}"}}
+
+
+def _tool_images_message(images: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": "Images returned by the tool calls above:"}, *images]}
+
+
+# --- response -----------------------------------------------------------------------------
+
+
+@dataclass
+class PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class Completion:
+    """One answer as read off the wire, before conversion to a `ModelResponse`."""
+
+    text: list[str] = field(default_factory=list[str])
+    reasoning: list[str] = field(default_factory=list[str])
+    calls: dict[int, PartialCall] = field(default_factory=dict[int, PartialCall])
+    usage: dict[str, Any] = field(default_factory=dict[str, Any])
+    model: str | None = None
+
+    def to_response(self, requested_model: str, prices: dict[str, Price]) -> ModelResponse:
+        model = self.model or requested_model
+        usage = _usage(self.usage, prices.get(model) or prices.get(requested_model))
+        calls = [_tool_call(self.calls[i]) for i in sorted(self.calls)]
+        reasoning = "".join(self.reasoning)
+        return ModelResponse(
+            text="".join(self.text), tool_calls=calls, reasoning=reasoning or None, usage=usage, model=model
+        )
+
+
+class StreamAssembler:
+    """Accumulates `chat.completion.chunk` objects; `feed` returns the chunk's text delta."""
+
+    def __init__(self) -> None:
+        self.completion = Completion()
+
+    def feed(self, chunk: dict[str, Any]) -> str:
+        done = self.completion
+        done.model = done.model or _str(chunk.get("model")) or None
+        if chunk.get("usage"):
+            done.usage = obj(chunk["usage"])
+        delta = obj(obj(next(iter(seq(chunk.get("choices"))), None)).get("delta"))
+        for call in seq(delta.get("tool_calls")):
+            self._feed_call(obj(call))
+        reasoning = _str(delta.get("reasoning_content")) or _str(delta.get("reasoning"))
+        if reasoning:
+            done.reasoning.append(reasoning)
+        text = _str(delta.get("content"))
+        if text:
+            done.text.append(text)
+        return text
+
+    def _feed_call(self, call: dict[str, Any]) -> None:
+        calls = self.completion.calls
+        index = call.get("index")
+        if not isinstance(index, int):  # a server that omits `index`: a new id starts a new call
+            known = any(p.id == call.get("id") for p in calls.values())
+            index = len(calls) if not calls or (call.get("id") and not known) else max(calls)
+        partial = calls.setdefault(index, PartialCall())
+        function = obj(call.get("function"))
+        partial.id = partial.id or _str(call.get("id"))
+        partial.name = partial.name or _str(function.get("name"))
+        partial.arguments += _arguments_text(function.get("arguments"))
+
+
+def parse_completion(data: dict[str, Any]) -> Completion:
+    """A non-streamed `chat.completion` object."""
+    message = obj(obj(next(iter(seq(data.get("choices"))), None)).get("message"))
+    done = Completion(model=_str(data.get("model")) or None, usage=obj(data.get("usage")))
+    parts = seq(message.get("content"))  # a few servers answer with content parts
+    text = "".join(_str(obj(part).get("text")) for part in parts) if parts else _str(message.get("content"))
+    if text:
+        done.text.append(text)
+    reasoning = _str(message.get("reasoning_content")) or _str(message.get("reasoning"))
+    if reasoning:
+        done.reasoning.append(reasoning)
+    for index, raw in enumerate(seq(message.get("tool_calls"))):
+        call, function = obj(raw), obj(obj(raw).get("function"))
+        arguments = _arguments_text(function.get("arguments"))
+        done.calls[index] = PartialCall(_str(call.get("id")), _str(function.get("name")), arguments)
+    return done
+
+
+def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    """The arguments object, or `({}, why)` when `raw` is not a JSON object. Empty means `{}`."""
+    if not raw.strip():
+        return {}, None
+    try:
+        parsed: object = json.loads(raw)
+    except ValueError as exc:
+        return {}, f"arguments are not valid JSON ({exc}): {raw[:200]!r}"
+    if not isinstance(parsed, dict):
+        return {}, f"arguments must be a JSON object, not {type(parsed).__name__}: {raw[:200]!r}"
+    return cast(dict[str, Any], parsed), None
+
+
+def _tool_call(partial: PartialCall) -> ToolCall:
+    arguments, error = parse_arguments(partial.arguments)
+    return ToolCall(id=partial.id or new_id("call"), name=partial.name, arguments=arguments, arguments_error=error)
+
+
+def _usage(raw: dict[str, Any], price: Price | None) -> Usage:
+    prompt, completion = _int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens"))
+    total = _int(raw.get("total_tokens")) or prompt + completion
+    cost = None
+    if price is not None:
+        cost = prompt * price.input_per_mtok / 1e6 + completion * price.output_per_mtok / 1e6
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total, cost_usd=cost)
+
+
+def _arguments_text(value: object) -> str:
+    """Argument fragments are strings; a few servers send a whole object instead."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value) if isinstance(value, dict) else ""
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+def error_text(body: bytes) -> str:
+    """The server's own error text: `error.message` (or a similar field) of a JSON body, else the body."""
+    text = body.decode("utf-8", errors="replace").strip()
+    try:
+        data: object = json.loads(text)
+    except ValueError:
+        data = None
+    found = _error_message(data)
+    text = found or text or "(empty body)"
+    return text if len(text) <= ERROR_TEXT_MAX else text[:ERROR_TEXT_MAX] + "..."
+
+
+def _error_message(data: object) -> str:
+    payload = obj(data)
+    error = payload.get("error")
+    for candidate in (obj(error).get("message"), error, payload.get("message"), payload.get("detail")):
+        if isinstance(candidate, str) and candidate.strip():
+            return candidate.strip()
+    detail = payload.get("detail")
+    return json.dumps(detail) if isinstance(detail, list) and detail else ""
+
+
+def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from `retry-after-ms`, or `Retry-After` as seconds or an HTTP date; None if absent."""
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(0.0, float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))

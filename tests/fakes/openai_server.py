@@ -1,0 +1,254 @@
+"""A real HTTP/1.1 server on 127.0.0.1 that replays scripted OpenAI-format responses.
+
+It listens on an ephemeral port in the test's own event loop (anyio TCP listener, HTTP framing by
+`h11`, which httpx already depends on), answers each request with the next queued `Reply` and
+records what it received. Replies can stream SSE chunks, cut the connection after N chunks, or
+stall (send nothing more) until the client hangs up, which the server records.
+
+```python
+async with FakeOpenAIServer() as server:
+    server.add(Reply(sse=text_chunks("Hello", " world")))
+    llm = OpenAIChatLLM(OpenAIOptions(base_url=server.base_url), api_key=None, model="m")
+```
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import anyio
+import h11
+from anyio.abc import Listener, SocketAttribute, SocketStream, TaskGroup
+
+MODEL = "fake-model"
+
+
+@dataclass
+class Reply:
+    """One scripted HTTP response.
+
+    `json` gives a JSON body, `sse` an event stream (dict events are JSON-encoded, str events sent
+    as their data verbatim) ending with `data: [DONE]` unless `done` is False. `cut_after=N` drops
+    the connection after N SSE events; `stall_after=N` sends N events and then nothing until the
+    client disconnects; `stall=True` stalls before sending anything.
+    """
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict[str, str])
+    json: Any = None
+    body: bytes | None = None
+    sse: list[Any] | None = None
+    done: bool = True
+    cut_after: int | None = None
+    stall_after: int | None = None
+    stall: bool = False
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class FakeOpenAIServer:
+    """Serve scripted replies.
+
+    `requests` is every request received; `connections` counts accepted TCP connections and
+    `disconnects` the stalled replies the client hung up on.
+    """
+
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.requests: list[Received] = []
+        self.disconnects = 0
+        self.connections = 0
+        self.disconnected = anyio.Event()
+        self.port = 0
+        self._tg: TaskGroup | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def add(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    async def wait_for_disconnects(self, count: int) -> None:
+        """Wait until the client has hung up on `count` stalled replies (bound it with `fail_after`)."""
+        while self.disconnects < count:
+            await self.disconnected.wait()
+            self.disconnected = anyio.Event()
+
+    async def __aenter__(self) -> FakeOpenAIServer:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        self.port = listener.extra(SocketAttribute.local_port)
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._serve, listener)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(exc_type, exc, tb)
+
+    async def _serve(self, listener: Listener[SocketStream]) -> None:
+        async with listener:
+            await listener.serve(self._handle)
+
+    async def _handle(self, stream: SocketStream) -> None:
+        self.connections += 1
+        conn = h11.Connection(h11.SERVER)
+        async with stream:
+            try:
+                while await self._read_request(conn, stream):
+                    reply = self.replies.popleft() if self.replies else _exhausted()
+                    if not await self._respond(conn, stream, reply):
+                        return
+                    conn.start_next_cycle()
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, h11.ProtocolError):
+                return
+
+    async def _read_request(self, conn: h11.Connection, stream: SocketStream) -> bool:
+        request: h11.Request | None = None
+        body = b""
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                try:
+                    conn.receive_data(await stream.receive())
+                except anyio.EndOfStream:
+                    conn.receive_data(b"")
+            elif isinstance(event, h11.Request):
+                request = event
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage) and request is not None:
+                headers = {k.decode().lower(): v.decode() for k, v in request.headers}
+                self.requests.append(Received(request.method.decode(), request.target.decode(), headers, body))
+                return True
+            else:  # ConnectionClosed or PAUSED: the client is gone
+                return False
+
+    async def _respond(self, conn: h11.Connection, stream: SocketStream, reply: Reply) -> bool:
+        """Send `reply`; False when the connection was cut or stalled and must not be reused."""
+        if reply.stall:
+            await self._wait_for_disconnect(stream)
+            return False
+        if reply.sse is None:
+            body = reply.body if reply.body is not None else json.dumps(reply.json).encode()
+            headers = {"content-type": "application/json", "content-length": str(len(body)), **reply.headers}
+            await stream.send(conn.send(h11.Response(status_code=reply.status, headers=list(headers.items()))))
+            await stream.send(conn.send(h11.Data(data=body)))
+            await stream.send(conn.send(h11.EndOfMessage()))
+            return True
+        headers = {"content-type": "text/event-stream", **reply.headers}
+        await stream.send(conn.send(h11.Response(status_code=reply.status, headers=list(headers.items()))))
+        events = [e if isinstance(e, str) else json.dumps(e) for e in reply.sse] + (["[DONE]"] if reply.done else [])
+        for index, data in enumerate(events):
+            if index == reply.cut_after:
+                return False
+            if index == reply.stall_after:
+                await self._wait_for_disconnect(stream)
+                return False
+            await stream.send(conn.send(h11.Data(data=f"data: {data}\n\n".encode())))
+        await stream.send(conn.send(h11.EndOfMessage()))
+        return True
+
+    async def _wait_for_disconnect(self, stream: SocketStream) -> None:
+        try:
+            while True:
+                await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            self.disconnects += 1
+            self.disconnected.set()
+
+
+def _exhausted() -> Reply:
+    return Reply(status=599, json={"error": {"message": "fake server: no scripted reply left"}})
+
+
+# --- OpenAI-format builders ----------------------------------------------------------------
+
+
+def chunk(
+    *,
+    content: str | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    reasoning: str | None = None,
+    finish_reason: str | None = None,
+    model: str = MODEL,
+) -> dict[str, Any]:
+    """One `chat.completion.chunk` with a single choice."""
+    delta: dict[str, Any] = {}
+    if content is not None:
+        delta["content"] = content
+    if tool_calls is not None:
+        delta["tool_calls"] = tool_calls
+    if reasoning is not None:
+        delta["reasoning_content"] = reasoning
+    choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model, "choices": [choice]}
+
+
+def usage_chunk(prompt: int, completion: int, *, model: str = MODEL) -> dict[str, Any]:
+    """The last chunk of a stream with `include_usage`: no choices, only usage."""
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model, "choices": [], "usage": usage}
+
+
+def call_delta(index: int, *, id: str | None = None, name: str | None = None, arguments: str = "") -> dict[str, Any]:
+    """A tool-call delta; `id` and `name` normally come only in a call's first delta."""
+    function: dict[str, Any] = {"arguments": arguments}
+    if name is not None:
+        function["name"] = name
+    delta: dict[str, Any] = {"index": index, "function": function}
+    if id is not None:
+        delta.update(id=id, type="function")
+    return delta
+
+
+def text_stream(*pieces: str, prompt: int = 10, completion: int = 5) -> list[dict[str, Any]]:
+    """SSE events of a plain text answer streamed in `pieces`, with a usage chunk."""
+    return [
+        chunk(content=""),
+        *(chunk(content=p) for p in pieces),
+        chunk(finish_reason="stop"),
+        usage_chunk(prompt, completion),
+    ]
+
+
+def completion(
+    content: str | None,
+    *,
+    tool_calls: Sequence[tuple[str, str, str]] = (),
+    reasoning: str | None = None,
+    prompt: int = 10,
+    completion_tokens: int = 5,
+    model: str = MODEL,
+) -> dict[str, Any]:
+    """A non-streamed `chat.completion`; `tool_calls` as `(id, name, arguments_json)`."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in tool_calls
+        ]
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
+    total = prompt + completion_tokens
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": total}
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}
+    return {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [choice], "usage": usage}

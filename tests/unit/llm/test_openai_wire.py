@@ -1,0 +1,79 @@
+"""The OpenAI provider's pure helpers: SSE framing, chunk assembly, Retry-After, error text, config."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from email.utils import formatdate
+
+import pytest
+
+from agent_server.errors import ConfigError
+from agent_server.llm._openai_wire import StreamAssembler, error_text, parse_arguments, retry_after_s
+from agent_server.llm._sse import iter_sse_data
+from agent_server.llm.openai import OpenAIChatLLM
+from agent_server.settings import OpenAIOptions
+from agent_server.types import ToolCall
+
+
+async def _lines(*lines: str) -> AsyncIterator[str]:
+    for line in lines:
+        yield line
+
+
+@pytest.mark.anyio
+async def test_sse_joins_data_lines_skips_comments_and_keeps_a_last_unterminated_event() -> None:
+    lines = _lines(": keep-alive", "", "event: message", 'data: {"a":', "data:1}", "id: 7", "", "", "data: [DONE]")
+    assert [data async for data in iter_sse_data(lines)] == ['{"a":\n1}', "[DONE]"]
+
+
+def test_retry_after_accepts_seconds_milliseconds_and_http_dates() -> None:
+    now = 1_700_000_000.0
+    assert retry_after_s({"retry-after": "2.5"}) == 2.5
+    assert retry_after_s({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert retry_after_s({"retry-after": formatdate(now + 30, usegmt=True)}, now=now) == pytest.approx(30)
+    assert retry_after_s({"retry-after": formatdate(now - 30, usegmt=True)}, now=now) == 0
+    assert retry_after_s({"retry-after": "soon"}) is None
+    assert retry_after_s({}) is None
+
+
+def test_error_text_prefers_the_servers_message() -> None:
+    assert error_text(b'{"error": {"message": "bad model"}}') == "bad model"
+    assert error_text(b'{"error": "plain string"}') == "plain string"
+    assert error_text(b'{"detail": [{"loc": ["body"], "msg": "field required"}]}').startswith('[{"loc"')
+    assert error_text(b"") == "(empty body)"
+    assert error_text(b"x" * 1000) == "x" * 500 + "..."
+
+
+def test_arguments_parse_to_an_object_or_an_error() -> None:
+    assert parse_arguments('{"a": 1}') == ({"a": 1}, None)
+    assert parse_arguments("  ") == ({}, None)
+    assert parse_arguments("null")[1] == "arguments must be a JSON object, not NoneType: 'null'"
+    assert (parse_arguments("{oops")[1] or "").startswith("arguments are not valid JSON")
+
+
+def test_tool_call_deltas_without_index_are_told_apart_by_id() -> None:
+    assembler = StreamAssembler()
+    deltas = [
+        {"id": "a", "function": {"name": "one", "arguments": '{"x"'}},
+        {"function": {"arguments": ": 1}"}},
+        {"id": "b", "function": {"name": "two", "arguments": {"y": 2}}},
+    ]
+    for delta in deltas:
+        assembler.feed({"model": "m", "choices": [{"delta": {"tool_calls": [delta]}}]})
+    response = assembler.completion.to_response("m", {})
+    assert response.tool_calls == [
+        ToolCall(id="a", name="one", arguments={"x": 1}),
+        ToolCall(id="b", name="two", arguments={"y": 2}),
+    ]
+
+
+@pytest.mark.parametrize("base_url", ["ftp://example.com/v1", "not a url", "http:///v1"])
+def test_a_base_url_that_is_not_http_is_a_config_error(base_url: str) -> None:
+    with pytest.raises(ConfigError):
+        OpenAIChatLLM(OpenAIOptions(base_url=base_url), api_key=None, model="m")
+
+
+def test_the_shown_url_drops_credentials_and_query() -> None:
+    options = OpenAIOptions(base_url="https://user:pw@llm.example.com:8443/v1?tenant=7")
+    llm = OpenAIChatLLM(options, api_key="k" * 20, model="m")
+    assert repr(llm) == "OpenAIChatLLM(url='https://llm.example.com:8443/v1/chat/completions', model='m', api_key=set)"
