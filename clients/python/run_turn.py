@@ -29,7 +29,7 @@ DEFAULT_PROMPT = "Summarise this workspace's README in one sentence."
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description="Run one agent turn through agent-server and print the answer.")
     parser.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT, help=f"what to ask (default: {DEFAULT_PROMPT!r})")
     parser.add_argument("--workspace", type=Path, default=Path.cwd(), help="workspace root (default: cwd)")
     parser.add_argument("--llm", default=f"script:{DEMO_SCRIPT}", help="model provider (default: the demo script)")
