@@ -100,8 +100,12 @@ async def _sample(run: _Run, tool_round: int) -> ModelResponse | None:
     async def on_text(delta: str) -> None:
         await run.emit(TokenEvent(delta=delta, **run.ids))
 
+    async def on_retry(attempt: int, reason: str) -> None:
+        message = f"model attempt {attempt} failed, retrying; text streamed by it is discarded: {reason}"
+        await run.status("sampling", message)
+
     try:
-        response = await run.deps.llm.complete(request, on_text=on_text)
+        response = await run.deps.llm.complete(request, on_text=on_text, on_retry=on_retry)
     except ModelError as exc:
         run.state.transition("sampling", "finalizing", "model_failed")
         run.state.finish("failed", error=ErrorInfo(type=exc.type, message=exc.message))

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent_server.types import Message, ToolCall, ToolSpec, Usage
 
 TextCallback = Callable[[str], Awaitable[None]]
+RetryCallback = Callable[[int, str], Awaitable[None]]
+"""`on_retry(failed_attempt, reason)`: an attempt failed and will be retried; text it streamed is void."""
 
 
 class ModelRequest(BaseModel):
@@ -43,7 +45,9 @@ class LLMClient(Protocol):
 
     name: str
 
-    async def complete(self, request: ModelRequest, *, on_text: TextCallback | None = None) -> ModelResponse:
+    async def complete(
+        self, request: ModelRequest, *, on_text: TextCallback | None = None, on_retry: RetryCallback | None = None
+    ) -> ModelResponse:
         """Sample the model once.
 
         Raises:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -37,13 +36,11 @@ from agent_server.llm._openai_wire import (
     retry_after_s,
 )
 from agent_server.llm._sse import iter_sse_data
-from agent_server.llm.base import ModelRequest, ModelResponse, TextCallback
+from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, TextCallback
 from agent_server.settings import OpenAIOptions
 
 logger = logging.getLogger(__name__)
 
-OnRetry = Callable[[int, str], Awaitable[None]]
-"""`on_retry(failed_attempt, reason)`: attempt `failed_attempt` (1-based) failed and will be retried."""
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 """Besides every 5xx; the same set the OpenAI SDK retries."""
@@ -98,7 +95,7 @@ class OpenAIChatLLM:
         api_key: str | None,
         model: str,
         http_client: httpx.AsyncClient | None = None,
-        on_retry: OnRetry | None = None,
+        on_retry: RetryCallback | None = None,
     ) -> None:
         """Configure the client; nothing is sent until `complete`.
 
@@ -136,7 +133,9 @@ class OpenAIChatLLM:
         if self._owns_client:
             await self._client.aclose()
 
-    async def complete(self, request: ModelRequest, *, on_text: TextCallback | None = None) -> ModelResponse:
+    async def complete(
+        self, request: ModelRequest, *, on_text: TextCallback | None = None, on_retry: RetryCallback | None = None
+    ) -> ModelResponse:
         """Sample the model once, retrying per `options` (see the module docstring).
 
         Raises:
@@ -153,7 +152,7 @@ class OpenAIChatLLM:
             except _AttemptFailed as failure:
                 if not failure.retryable or attempt >= self.options.max_attempts:
                     raise self._final_error(failure, attempt) from failure.__cause__
-                await self._before_retry(attempt, failure)
+                await self._before_retry(attempt, failure, on_retry or self._on_retry)
             attempt += 1
 
     async def _attempt(self, body: dict[str, Any], model: str, on_text: TextCallback | None) -> Completion:
@@ -248,7 +247,7 @@ class OpenAIChatLLM:
             message += f" (gave up after {attempt} attempt{'s' if attempt != 1 else ''})"
         return ModelError(message, retryable=failure.retryable, status=failure.status)
 
-    async def _before_retry(self, attempt: int, failure: _AttemptFailed) -> None:
+    async def _before_retry(self, attempt: int, failure: _AttemptFailed, on_retry: RetryCallback | None) -> None:
         options = self.options
         if failure.retry_after is not None:
             delay = min(failure.retry_after, options.retry_after_max_s)
@@ -261,8 +260,8 @@ class OpenAIChatLLM:
             delay,
             failure.message,
         )
-        if self._on_retry is not None:
-            await self._on_retry(attempt, failure.message)
+        if on_retry is not None:
+            await on_retry(attempt, failure.message)
         await anyio.sleep(delay)
 
     def _headers(self) -> dict[str, str]:

@@ -14,8 +14,8 @@ from typing import Protocol
 import mcp_types as types
 
 from agent_server.errors import ModelError
-from agent_server.llm.base import ModelRequest, ModelResponse, TextCallback
-from agent_server.types import ImagePart, Message, TextPart, ToolCall, ToolSpec, Usage
+from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, TextCallback
+from agent_server.types import Message, TextPart, ToolCall, ToolSpec, Usage
 
 
 class SamplingRequester(Protocol):
@@ -36,7 +36,9 @@ class SamplingLLM:
         self._with_tools = with_tools
         self._max_tokens = max_tokens
 
-    async def complete(self, request: ModelRequest, *, on_text: TextCallback | None = None) -> ModelResponse:
+    async def complete(
+        self, request: ModelRequest, *, on_text: TextCallback | None = None, on_retry: RetryCallback | None = None
+    ) -> ModelResponse:
         tools = request.tools if self._with_tools else []
         params = types.CreateMessageRequestParams(
             messages=to_sampling_messages(request.messages, tool_blocks=self._with_tools),
@@ -109,7 +111,7 @@ def _content_blocks(message: Message) -> list[types.SamplingMessageContentBlock]
     for part in message.content:
         if isinstance(part, TextPart):
             blocks.append(types.TextContent(type="text", text=part.text))
-        elif isinstance(part, ImagePart):
+        else:
             blocks.append(types.ImageContent(type="image", data=part.data, mime_type=part.mime_type))
     return blocks
 

@@ -44,7 +44,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from agent_server.errors import ConfigError, ModelError
-from agent_server.llm.base import ModelRequest, ModelResponse, TextCallback
+from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, TextCallback
 from agent_server.types import ToolCall, Usage
 
 STREAM_CHUNK_CHARS = 16
@@ -161,7 +161,9 @@ class ScriptedLLM:
         if self._steps:
             raise AssertionError(f"{self.remaining} of {self.total} scripted responses were not used")
 
-    async def complete(self, request: ModelRequest, *, on_text: TextCallback | None = None) -> ModelResponse:
+    async def complete(
+        self, request: ModelRequest, *, on_text: TextCallback | None = None, on_retry: RetryCallback | None = None
+    ) -> ModelResponse:
         """Answer with the next response of the script.
 
         Raises:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent_server.errors import ModelError
-from agent_server.llm.base import ModelRequest, ModelResponse, TextCallback
+from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, TextCallback
 
 CONFIGURE = (
     "configure a model instead: --llm openai:MODEL (with OPENAI_API_KEY and/or OPENAI_BASE_URL), "
@@ -18,5 +18,7 @@ class UnavailableLLM:
     def __init__(self, reason: str = NO_MODEL) -> None:
         self.reason = reason
 
-    async def complete(self, request: ModelRequest, *, on_text: TextCallback | None = None) -> ModelResponse:
+    async def complete(
+        self, request: ModelRequest, *, on_text: TextCallback | None = None, on_retry: RetryCallback | None = None
+    ) -> ModelResponse:
         raise ModelError(self.reason)
