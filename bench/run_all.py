@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         ("spawn.py", [*rounds, *warmup]),
         ("importtime.py", rounds),
         ("code_size.py", []),
+        ("provider_overhead.py", rounds),
     ]
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())

@@ -57,9 +57,12 @@ def assert_labels(out: str, labels: list[str]) -> None:
     assert not missing, f"missing {missing} in:\n{out}"
 
 
+PROVIDER_LABELS = ["provider overhead (streaming):", "provider overhead (non_streaming):", "ratio"]
+
+
 def test_run_all_prints_every_figure() -> None:
     out = run("run_all.py", "--rounds", "1", "--warmup", "0")
-    assert_labels(out, ["bench run", *SPAWN_LABELS, *IMPORTTIME_LABELS, *CODE_SIZE_LABELS])
+    assert_labels(out, ["bench run", *SPAWN_LABELS, *IMPORTTIME_LABELS, *CODE_SIZE_LABELS, *PROVIDER_LABELS])
 
 
 def test_spawn_json() -> None:
