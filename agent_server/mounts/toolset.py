@@ -1,0 +1,258 @@
+"""`MountManager`: the mounted MCP servers as one `Toolset`.
+
+Entering it (`async with MountManager(configs) as mounts`, or `await tg.start(mounts.run)`) starts
+every enabled server concurrently in the background and returns at once; `list_tools()` offers what
+is ready by then. Tools are named `<prefix>__<tool>` (see `naming.py`) with `source="mcp:<server>"`.
+A server that crashed keeps offering its last known tools, so that the model can still call them: the
+call restarts the server (see `connection.py`). Leaving it stops every server and leaves no child
+process behind; each stdio server gets `stop_grace_s` to exit after its stdin closes, then its
+process group is terminated, so shutdown takes about `stop_grace_s` + 0.5 s at worst.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+
+from agent_server.errors import ConfigError, ToolFailure
+from agent_server.mounts.config import MountConfig
+from agent_server.mounts.connection import MountConnection
+from agent_server.mounts.naming import mounted_tool_name, sanitize, tool_selected
+from agent_server.mounts.transport import InProcessServer
+from agent_server.tools.base import ProgressCallback
+from agent_server.types import ContentPart, ImagePart, TextPart, ToolResult, ToolSpec
+
+logger = logging.getLogger(__name__)
+
+_SHUTDOWN_SLACK_S = 3.0
+
+
+class MountManager:
+    """Implements `Toolset` over the mounted servers. See the module docstring."""
+
+    def __init__(
+        self,
+        configs: Sequence[MountConfig],
+        *,
+        environ: Mapping[str, str] | None = None,
+        in_process: Mapping[str, InProcessServer] | None = None,
+        mode: str = "auto",
+        progress_interval_s: float = 0.1,
+        stop_grace_s: float = 1.0,
+    ) -> None:
+        """
+        Args:
+            configs: the servers; disabled ones are listed by `states()` as `stopped`.
+            environ: where a stdio server's minimal environment comes from (default `os.environ`).
+            in_process: servers (by name) to connect in-process instead of by `command`/`url` (tests).
+            mode: the `mcp.Client` protocol mode: `auto` probes 2026-07-28 and falls back to `initialize`.
+            progress_interval_s: a mounted call's progress reaches `on_progress` at most once per interval.
+            stop_grace_s: how long a stdio server may take to exit after its stdin closes at shutdown.
+
+        Raises:
+            ConfigError: two servers share a name, or their tool prefixes clash.
+        """
+        _check_unique(configs)
+        self._stop_grace_s = stop_grace_s
+        environ = os.environ if environ is None else environ
+        self._connections = {
+            config.name: MountConnection(
+                config,
+                environ=environ,
+                mode=mode,
+                in_process=(in_process or {}).get(config.name),
+                progress_interval_s=progress_interval_s,
+                stop_grace_s=stop_grace_s,
+            )
+            for config in configs
+        }
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    @property
+    def connections(self) -> Mapping[str, MountConnection]:
+        return self._connections
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> MountManager:
+        if self._tg is not None:
+            raise RuntimeError("MountManager is already running")
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        for connection in self._connections.values():
+            connection.start(self._tg)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._tg is not None
+        with anyio.CancelScope(shield=True):
+            for connection in self._connections.values():
+                connection.stop()
+            with anyio.move_on_after(self._stop_grace_s + _SHUTDOWN_SLACK_S):
+                for connection in self._connections.values():
+                    await connection.wait_finished()
+            self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run the mounts until cancelled, for `await task_group.start(manager.run)`."""
+        async with self:
+            task_status.started()
+            await anyio.sleep_forever()
+
+    async def wait_started(self) -> None:
+        """Wait for the servers still starting, each at most its `startup_timeout_s`."""
+        async with anyio.create_task_group() as tg:
+            for connection in self._connections.values():
+                if connection.state == "starting":
+                    tg.start_soon(connection.wait_settled)
+
+    def unavailable(self) -> list[tuple[str, str]]:
+        """`(server, why)` for every enabled server that is not ready (failed, or still starting)."""
+        return [
+            (c.name, c.error or ("still starting" if c.state == "starting" else c.state))
+            for c in self._connections.values()
+            if c.config.enabled and c.state != "ready"
+        ]
+
+    def states(self) -> list[dict[str, Any]]:
+        """Each server's `name`, `transport` (`stdio`/`http`), `state`, `error` and `tool_count` (tools offered)."""
+        return [
+            {
+                "name": c.name,
+                "transport": c.config.transport,
+                "state": c.state,
+                "error": c.error,
+                "tool_count": len(_offered(c)) if c.state != "stopped" else 0,
+            }
+            for c in self._connections.values()
+        ]
+
+    # --- Toolset ------------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[ToolSpec]:
+        """The tools of the servers that are ready (or crashed and restartable), filtered and prefixed.
+
+        Raises:
+            ConfigError: two servers' tools end up with the same name; the message names both.
+        """
+        return [spec for spec, _, _ in self._routes().values()]
+
+    async def call_tool(
+        self,
+        call_id: str,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> ToolResult:
+        started = time.perf_counter()
+        try:
+            route = self._routes().get(name)
+        except ConfigError as exc:
+            return _error(call_id, name, exc.message)
+        if route is None:
+            return _error(call_id, name, f"unknown tool {name!r}")
+        _, connection, tool = route
+        try:
+            result = await connection.call_tool(tool, arguments, on_progress=on_progress)
+        except ToolFailure as exc:
+            return _error(call_id, name, exc.message, time.perf_counter() - started)
+        return to_tool_result(call_id, name, result, time.perf_counter() - started)
+
+    def _routes(self) -> dict[str, tuple[ToolSpec, MountConnection, str]]:
+        routes: dict[str, tuple[ToolSpec, MountConnection, str]] = {}
+        for connection in self._connections.values():
+            if connection.state == "stopped":
+                continue
+            for tool in _offered(connection):
+                name = mounted_tool_name(connection.config.tool_prefix, tool.name)
+                first = routes.get(name)
+                if first is not None:
+                    raise ConfigError(
+                        f"tool name {name!r} is offered twice: by 'mcp:{first[1].name}' (its tool {first[2]!r}) "
+                        f"and by 'mcp:{connection.name}' (its tool {tool.name!r})"
+                    )
+                spec = ToolSpec(
+                    name=name,
+                    description=tool.description or tool.title or "",
+                    input_schema=tool.input_schema,
+                    source=f"mcp:{connection.name}",
+                )
+                routes[name] = (spec, connection, tool.name)
+        return routes
+
+
+def _offered(connection: MountConnection) -> list[types.Tool]:
+    config = connection.config
+    return [tool for tool in connection.tools if tool_selected(tool.name, config.include, config.exclude)]
+
+
+def _check_unique(configs: Sequence[MountConfig]) -> None:
+    names: set[str] = set()
+    prefixes: dict[str, str] = {}
+    for config in configs:
+        if config.name in names:
+            raise ConfigError(f"MCP server {config.name!r} is configured twice")
+        names.add(config.name)
+        if not config.enabled:
+            continue
+        prefix = sanitize(config.tool_prefix)
+        if prefix in prefixes:
+            raise ConfigError(
+                f"MCP servers {prefixes[prefix]!r} and {config.name!r} would both name their tools {prefix}__*; "
+                "set a different `prefix` on one of them"
+            )
+        prefixes[prefix] = config.name
+
+
+def to_tool_result(call_id: str, name: str, result: types.CallToolResult, duration_s: float = 0.0) -> ToolResult:
+    """A mounted server's `CallToolResult` as the model sees it; an `isError` result stays data."""
+    content: list[ContentPart] = [part for block in result.content for part in _content(block)]
+    structured = result.structured_content
+    if structured is not None and not isinstance(structured, dict):
+        structured = {"result": structured}
+    if not content and structured is not None:
+        content = [TextPart(text=json.dumps(result.structured_content, ensure_ascii=False))]
+    return ToolResult(
+        call_id=call_id,
+        name=name,
+        is_error=result.is_error,
+        content=content,
+        structured=structured,  # pyright: ignore[reportUnknownArgumentType]
+        duration_s=duration_s,
+    )
+
+
+def _content(block: types.ContentBlock) -> list[ContentPart]:
+    if isinstance(block, types.TextContent):
+        return [TextPart(text=block.text)]
+    if isinstance(block, types.ImageContent):
+        return [ImagePart(data=block.data, mime_type=block.mime_type)]
+    if isinstance(block, types.AudioContent):
+        return [TextPart(text=f"[audio ({block.mime_type}) omitted]")]
+    if isinstance(block, types.ResourceLink):
+        return [TextPart(text=f"[resource link: {block.uri}" + (f" ({block.name})" if block.name else "") + "]")]
+    resource = block.resource
+    if isinstance(resource, types.TextResourceContents):
+        return [TextPart(text=f"[resource {resource.uri}]\n{resource.text}")]
+    if (resource.mime_type or "").startswith("image/"):
+        return [ImagePart(data=resource.blob, mime_type=resource.mime_type or "image/png")]
+    return [TextPart(text=f"[binary resource {resource.uri} ({resource.mime_type or 'unknown type'}) omitted]")]
+
+
+def _error(call_id: str, name: str, message: str, duration_s: float = 0.0) -> ToolResult:
+    return ToolResult(
+        call_id=call_id, name=name, is_error=True, content=[TextPart(text=message)], duration_s=duration_s
+    )
