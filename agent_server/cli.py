@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", type=Path, help="workspace root for the agent's tools (default: cwd)")
     parser.add_argument("--state-dir", type=Path, help="where sessions are stored (default: WORKSPACE/.agent_server)")
     parser.add_argument("--config", type=Path, help="config file (JSON or TOML)")
-    parser.add_argument("--llm", help="model provider, e.g. script:PATH")
+    parser.add_argument("--llm", help="model provider: openai:MODEL, sampling or script:PATH")
+    parser.add_argument("--mcp-config", type=Path, help="MCP servers to mount (Claude Desktop/Cursor/VS Code JSON)")
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio", help="default: stdio")
     parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                 "state_dir": args.state_dir,
                 "llm": args.llm,
                 "log_level": args.log_level,
+                "mcp_config": args.mcp_config,
             },
         )
     except ConfigError as exc:

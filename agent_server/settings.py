@@ -51,7 +51,7 @@ class OpenAIOptions(BaseModel):
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     workspace: Path = Field(default_factory=Path.cwd)
     """Root the built-in tools are confined to, and where `.agent_server/prompts/` is read."""
@@ -75,6 +75,10 @@ class Settings(BaseModel):
     read_file_max_bytes: int = Field(default=256 * 1024, ge=1)
     search_max_matches: int = Field(default=200, ge=1)
     openai: OpenAIOptions = Field(default_factory=OpenAIOptions)
+    mcp_servers: dict[str, Any] = Field(default_factory=dict[str, Any], alias="mcpServers")
+    """External MCP servers to mount, in the `mcpServers` format (validated when the server starts)."""
+    mcp_config: Path | None = None
+    """A Claude Desktop / Cursor / VS Code MCP config file whose servers are mounted as they are."""
 
     @model_validator(mode="after")
     def _resolve_paths(self) -> Settings:
@@ -128,7 +132,7 @@ def load_settings(*, config_file: Path | None = None, overrides: dict[str, Any] 
 
 def _resolve_relative_to(values: dict[str, Any], base: Path) -> None:
     """Paths in a config file are relative to the file, not to the current directory."""
-    for key in ("workspace", "state_dir"):
+    for key in ("workspace", "state_dir", "mcp_config"):
         if isinstance(values.get(key), str):
             values[key] = str((base / values[key]).expanduser())
     llm = values.get("llm")

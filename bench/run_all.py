@@ -31,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
         ("importtime.py", rounds),
         ("code_size.py", []),
         ("provider_overhead.py", rounds),
+        ("tool_round.py", [*rounds, *warmup]),
+        ("persistence.py", [*rounds, *warmup]),
+        ("concurrency.py", [*rounds, *warmup]),
+        ("idle_rss.py", [*rounds, *warmup]),
+        ("token_stream.py", [*rounds, *warmup]),
     ]
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())

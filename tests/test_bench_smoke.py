@@ -60,9 +60,106 @@ def assert_labels(out: str, labels: list[str]) -> None:
 PROVIDER_LABELS = ["provider overhead (streaming):", "provider overhead (non_streaming):", "ratio"]
 
 
+MACHINE_LABELS = ["load average (1/5/15 min):", "cores:"]
+TOOL_ROUND_LABELS = [
+    "one tool round inside run_turn",
+    "baseline per tools/call (median):",
+    "agent-server per tool round, with progress (median):",
+    "agent-server per tool round, without progress (median):",
+    "ratio (agent-server / baseline), with progress:",
+    "ratio (agent-server / baseline), without progress:",
+    "goal: <= 1.5x:",
+    *MACHINE_LABELS,
+]
+PERSISTENCE_LABELS = [
+    "per-turn persistence cost",
+    "per turn in the big store",
+    "per turn in the small store",
+    "ratio (big / small):",
+    "median of per-round ratios:",
+    "goal: <= 1.3x:",
+    "context, load_history at the start of a turn",
+    *MACHINE_LABELS,
+]
+CONCURRENCY_LABELS = [
+    "concurrent run_turn on",
+    "concurrent turns wall (median):",
+    "baseline anyio.sleep(L) wall (median):",
+    "ratio (turns wall / L):",
+    "one turn alone wall / L:",
+    "goal: <= 1.3x:",
+    *MACHINE_LABELS,
+]
+IDLE_RSS_LABELS = [
+    "idle RSS after initialize",
+    "agent-server VmRSS (median):",
+    "baseline VmRSS (median):",
+    "difference:",
+    "ratio (agent-server / baseline):",
+    "goal: <= 1.2x:",
+    *MACHINE_LABELS,
+]
+TOKEN_STREAM_LABELS = [
+    "token events streamed per second",
+    "agent-server token deltas delivered/s (median):",
+    "agent-server notifications/s (median):",
+    "baseline notifications/s (median):",
+    "ratio (agent-server deltas/s / baseline notifications/s):",
+    "notifications/s ratio, for context:",
+    "goal: >= 0.8x:",
+    *MACHINE_LABELS,
+]
+ONE_ROUND = ["--rounds", "1", "--warmup", "0"]
+# Each issue-6 figure's script with tiny sizes, and the labels its text output must contain.
+TINY: dict[str, tuple[list[str], list[str]]] = {
+    "tool_round.py": ([*ONE_ROUND, "--big", "3", "--small", "1", "--calls", "3"], TOOL_ROUND_LABELS),
+    "persistence.py": ([*ONE_ROUND, "--big", "60", "--small", "10", "--batch", "3"], PERSISTENCE_LABELS),
+    "concurrency.py": ([*ONE_ROUND, "--turns", "3", "--delay", "0.05"], CONCURRENCY_LABELS),
+    "idle_rss.py": ([*ONE_ROUND, "--settle", "0"], IDLE_RSS_LABELS),
+    "token_stream.py": ([*ONE_ROUND, "--deltas", "200", "--events"], TOKEN_STREAM_LABELS),
+}
+
+
+def run_together(jobs: dict[str, list[str]]) -> dict[str, str]:
+    """Run several bench scripts at once (they are independent; no timing is asserted); their stdouts.
+
+    `jobs` maps a name whose first word is the script to its arguments.
+    """
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, str(BENCH / name.split()[0]), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        for name, args in jobs.items()
+    }
+    outs: dict[str, str] = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{stdout}\n{stderr}"
+        outs[name] = stdout
+    return outs
+
+
 def test_run_all_prints_every_figure() -> None:
     out = run("run_all.py", "--rounds", "1", "--warmup", "0")
-    assert_labels(out, ["bench run", *SPAWN_LABELS, *IMPORTTIME_LABELS, *CODE_SIZE_LABELS, *PROVIDER_LABELS])
+    new = [label for _, labels in TINY.values() for label in labels]
+    assert_labels(out, ["bench run", *SPAWN_LABELS, *IMPORTTIME_LABELS, *CODE_SIZE_LABELS, *PROVIDER_LABELS, *new])
+
+
+def test_issue6_scripts_tiny_sizes() -> None:
+    """Every label at tiny sizes; `--json` once (persistence.py, in-process and cheapest: the renderers differ only)."""
+    jobs = {script: args for script, (args, _) in TINY.items()}
+    jobs["persistence.py --json"] = [*TINY["persistence.py"][0], "--json"]
+    outs = run_together(jobs)
+    for script, (_, labels) in TINY.items():
+        assert_labels(outs[script], labels)
+    r: dict[str, Any] = json.loads(outs["persistence.py --json"])
+    for key in ("big_median_s", "small_median_s", "ratio", "goal", "goal_met", "loadavg_before", "loadavg_after"):
+        assert key in r, f"persistence.py --json lacks {key}"
+    assert r["turns_in_measured_session_after"] == {"big": 60, "small": 10}
 
 
 def test_spawn_json() -> None:

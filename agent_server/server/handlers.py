@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from pydantic import BaseModel, ValidationError
@@ -95,14 +96,19 @@ def _validation_message(tool: str, exc: ValidationError) -> str:
 
 async def handle_run_turn(state: AppState, ctx: Context, params: specs.RunTurnParams) -> Outcome:
     session_id = await state.resolve_session(params.session_id, create_title=params.prompt)
+    timeout_s = params.timeout_s or state.settings.turn_timeout_s
+    with anyio.move_on_after(timeout_s):  # mounts still starting get up to their startup timeout
+        await state.mounts.wait_started()
+    unavailable = state.mounts.unavailable()
     request = TurnRequest(
         prompt=params.prompt,
         session_id=session_id,
         trace_id=trace_id_from_meta(ctx.meta) or new_id("trace"),
         max_tool_passes=state.settings.max_tool_passes if params.max_tool_passes is None else params.max_tool_passes,
-        timeout_s=params.timeout_s or state.settings.turn_timeout_s,
+        timeout_s=timeout_s,
         trace=params.trace,
         model=params.model,
+        notes=tuple(f"The tools of MCP server {name!r} are unavailable this turn: {why}" for name, why in unavailable),
     )
     deps = state.deps(ctx, state.registry.filtered(params.tools))
     streamer = EventStreamer(ctx, flush_interval=state.settings.token_flush_interval_s)

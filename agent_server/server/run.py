@@ -3,16 +3,34 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
+from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from agent_server.settings import Settings
+
+if TYPE_CHECKING:
+    from mcp.server import Server
 
 logger = logging.getLogger(__name__)
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+SHUTDOWN_LIMIT_S = 5.0
+"""After a signal, the longest the orderly shutdown may take before the process leaves anyway."""
+
+Lifespan = Callable[[Any], AbstractAsyncContextManager[Any]]
 
 
 async def serve_stdio(settings: Settings) -> None:
-    """Serve over stdin/stdout until stdin closes.
+    """Serve over stdin/stdout until stdin closes or SIGTERM/SIGINT arrives.
+
+    Either way the lifespan unwinds: running turns are recorded `cancelled`, every mounted
+    server (its whole process group) is stopped, and the store is closed.
 
     Raises:
         ConfigError: the settings name a provider or script that cannot be loaded.
@@ -22,8 +40,43 @@ async def serve_stdio(settings: Settings) -> None:
     from agent_server.server.app import create_server
 
     server = create_server(settings)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    unwound = threading.Event()
+    server.lifespan = _signalling(server.lifespan, unwound)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_cancel_on_signal, tg.cancel_scope, unwound)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+def _signalling(lifespan: Lifespan, unwound: threading.Event) -> Lifespan:
+    @asynccontextmanager
+    async def wrapped(server: Server[Any]) -> AsyncGenerator[Any]:
+        try:
+            async with lifespan(server) as state:
+                yield state
+        finally:
+            unwound.set()
+
+    return wrapped
+
+
+async def _cancel_on_signal(scope: anyio.CancelScope, unwound: threading.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            logger.info("received %s: shutting down", signal.Signals(signum).name)
+            scope.cancel()
+            # The SDK reads stdin in a worker thread that only returns on input or EOF, so after a
+            # signal the process could hang on it. Once the lifespan has unwound (turns recorded,
+            # mounts stopped, store closed) nothing is left to do: leave without waiting for it.
+            threading.Thread(target=_exit_when, args=(unwound,), daemon=True).start()
+            return
+
+
+def _exit_when(unwound: threading.Event) -> None:
+    unwound.wait(SHUTDOWN_LIMIT_S)
+    logging.shutdown()
+    os._exit(0)
 
 
 async def serve_http(settings: Settings, *, host: str, port: int) -> None:

@@ -74,4 +74,6 @@ async def handle_delete(state: AppState, ctx: Context, params: specs.SessionIdPa
 async def handle_agent_tools(state: AppState, ctx: Context, params: specs.AgentToolsParams) -> Outcome:
     tools = await state.registry.list_tools()
     lines = [f"{t.name} ({t.source})" for t in tools]
-    return Outcome(specs.AgentToolsResult(tools=tools, servers=[]), "\n".join(lines) or "no tools")
+    servers = [specs.MountState.model_validate(s) for s in state.mounts.states()]
+    lines += [f"server {s.name} ({s.transport}): {s.state}, {s.tool_count} tool(s)" for s in servers]
+    return Outcome(specs.AgentToolsResult(tools=tools, servers=servers), "\n".join(lines) or "no tools")

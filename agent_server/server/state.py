@@ -11,6 +11,7 @@ from agent_server.agent.context import AgentDeps
 from agent_server.agent.locks import SessionLocks
 from agent_server.errors import InvalidArgument
 from agent_server.llm.base import LLMClient
+from agent_server.mounts.toolset import MountManager
 from agent_server.server.models import llm_for_request
 from agent_server.settings import Settings
 from agent_server.store.base import SessionStore
@@ -28,6 +29,7 @@ class AppState:
     llm: LLMClient | None
     """The fixed provider; None means each request uses the client's model (sampling)."""
     registry: ToolRegistry
+    mounts: MountManager
     locks: SessionLocks = field(default_factory=SessionLocks)
 
     def deps(self, ctx: ServerRequestContext[Any, Any], tools: Toolset | None = None) -> AgentDeps:

@@ -82,13 +82,14 @@ async def connect(
     mode: str,
     settings: Settings | None = None,
     timeout: float = 10,
+    in_process_mounts: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[Harness]:
     """Connect a client to a fresh server; the whole block is bounded by `timeout` seconds."""
     settings = settings or make_settings(tmp_path, **overrides)
     llm = ScriptedLLM(list(responses))
     recorder = EventRecorder()
-    server = create_server(settings, llm=llm)
+    server = create_server(settings, llm=llm, in_process_mounts=in_process_mounts)
     with anyio.fail_after(timeout):
         async with Client(server, mode=mode, extensions=[recorder]) as client:
             yield Harness(client=client, llm=llm, settings=settings, events=recorder)
