@@ -171,9 +171,13 @@ def touch(conn: sqlite3.Connection, session_id: str) -> None:
     conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (utc_now(), session_id))
 
 
-def stored_messages(conn: sqlite3.Connection, session_id: str) -> list[tuple[StoredMessage, bool]]:
+def stored_messages(
+    conn: sqlite3.Connection, session_id: str, *, live_only: bool = False
+) -> list[tuple[StoredMessage, bool]]:
+    """The session's messages by seq; `live_only` skips archived ones in SQL (a long session has many)."""
+    live = " AND archived = 0" if live_only else ""
     rows = conn.execute(
-        "SELECT seq, turn_id, message, archived FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+        f"SELECT seq, turn_id, message, archived FROM messages WHERE session_id = ?{live} ORDER BY seq", (session_id,)
     )
     return [
         (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), bool(archived))

@@ -177,7 +177,7 @@ class SqliteStore:
             if row is None:
                 raise SessionNotFound(session_id)
             return SessionHistory(
-                summary=row[0], messages=[m for m, archived in stored_messages(conn, session_id) if not archived]
+                summary=row[0], messages=[m for m, _ in stored_messages(conn, session_id, live_only=True)]
             )
 
         return await self._read(run)
