@@ -24,7 +24,7 @@ class EventIds(TypedDict):
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     turn_id: str
     session_id: str
@@ -47,7 +47,7 @@ class StatusEvent(_Event):
 
 
 class PromptPart(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     title: str

@@ -7,7 +7,6 @@ below), environment (`AGENT_SERVER_LLM`), command-line flags. `load_settings` me
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -105,12 +104,18 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
     try:
-        data: object = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        data: object = _parse_toml(text) if path.suffix == ".toml" else json.loads(text)
+    except ValueError as exc:  # json.JSONDecodeError and tomllib.TOMLDecodeError both are
         raise ConfigError(f"config file {path} is not valid {path.suffix.lstrip('.') or 'JSON'}: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold an object at the top level")
     return data  # pyright: ignore[reportUnknownVariableType]
+
+
+def _parse_toml(text: str) -> dict[str, object]:
+    import tomllib  # only when a TOML file is given: keeps the start path light
+
+    return tomllib.loads(text)
 
 
 def load_settings(*, config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:

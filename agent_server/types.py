@@ -26,7 +26,7 @@ def utc_now() -> str:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 # --- content and messages ---------------------------------------------------------------
@@ -137,7 +137,7 @@ class ToolRound(_Model):
 
 
 class Transition(_Model):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, defer_build=True)
 
     from_: str = Field(alias="from")
     to: str

@@ -21,7 +21,7 @@ RetryCallback = Callable[[int, str], Awaitable[None]]
 
 
 class ModelRequest(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list[ToolSpec])
@@ -31,7 +31,7 @@ class ModelRequest(BaseModel):
 
 
 class ModelResponse(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     text: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list[ToolCall])

@@ -37,6 +37,7 @@ import json
 import re
 from collections import deque
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any, cast
 
@@ -92,14 +93,35 @@ _RESPONSES_ADAPTER: TypeAdapter[list[ScriptedResponse]] = TypeAdapter(list[Scrip
 
 
 class _Step:
-    """A validated response turned into what `complete` needs."""
+    """A validated response turned into what `complete` needs.
 
-    def __init__(self, index: int, entry: ScriptedResponse, response: ModelResponse) -> None:
+    The `ModelResponse` is built when the step is used, not when the script loads, so that
+    loading a script at startup does not build the conversation models (start-up cost).
+    """
+
+    def __init__(self, index: int, entry: ScriptedResponse, call_ids: list[str]) -> None:
         self.index = index
         self.entry = entry
-        self.response = response
+        self.call_ids = call_ids
         expected = entry.expect_contains
         self.expect: tuple[str, ...] = (expected,) if isinstance(expected, str) else tuple(expected or ())
+
+    @cached_property
+    def response(self) -> ModelResponse:
+        entry = self.entry
+        usage = entry.usage or ScriptedUsage()
+        return ModelResponse(
+            text=entry.content,
+            tool_calls=[
+                _tool_call(spec, call_id) for spec, call_id in zip(entry.tool_calls, self.call_ids, strict=True)
+            ],
+            reasoning=entry.reasoning,
+            usage=Usage(
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                total_tokens=usage.prompt_tokens + usage.completion_tokens,
+            ),
+        )
 
 
 class ScriptedLLM:
@@ -203,22 +225,11 @@ def _build_steps(entries: list[ScriptedResponse]) -> list[_Step]:
     steps: list[_Step] = []
     call_number = 0
     for index, entry in enumerate(entries):
-        calls: list[ToolCall] = []
+        call_ids: list[str] = []
         for spec in entry.tool_calls:
             call_number += 1
-            calls.append(_tool_call(spec, spec.id or f"call_{call_number}"))
-        usage = entry.usage or ScriptedUsage()
-        response = ModelResponse(
-            text=entry.content,
-            tool_calls=calls,
-            reasoning=entry.reasoning,
-            usage=Usage(
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                total_tokens=usage.prompt_tokens + usage.completion_tokens,
-            ),
-        )
-        steps.append(_Step(index, entry, response))
+            call_ids.append(spec.id or f"call_{call_number}")
+        steps.append(_Step(index, entry, call_ids))
     return steps
 
 

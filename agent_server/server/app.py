@@ -1,34 +1,33 @@
 """Composition root: picks the concrete store, model and tools, and builds the MCP server.
 
 `create_server(settings)` returns an SDK low-level `Server` serving both protocol eras. Its
-lifespan opens the store (marking turns left `running` by a dead process as `interrupted`
-before anything is served), starts the mounted MCP servers in the background (serving never
-waits for them), and on shutdown stops every mount and closes the store.
+lifespan starts the mounted MCP servers in the background (serving never waits for them); the
+store, the workspace tools and the tool handlers are loaded on the first `tools/call`
+(`composition.LazyState`), so that starting and listing tools cost no more than the SDK itself.
+On shutdown every mount is stopped and the store closed.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 
 from agent_server.errors import ConfigError
-from agent_server.llm.base import LLMClient
-from agent_server.mounts.config import MountConfig, load_mcp_config_file, parse_mcp_servers
-from agent_server.mounts.toolset import InProcessServer, MountManager
-from agent_server.server import handlers
+from agent_server.server.composition import LazyState
+from agent_server.server.listing import tool_names, wire_tools
 from agent_server.server.models import fixed_llm
-from agent_server.server.state import AppState
-from agent_server.server.tool_table import TOOLS, tool_schemas
 from agent_server.settings import Settings
-from agent_server.store.sqlite import SqliteStore
-from agent_server.tools.builtin import WorkspaceToolset
-from agent_server.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from agent_server.llm.base import LLMClient
+    from agent_server.mounts.config import MountConfig
+    from agent_server.mounts.toolset import InProcessServer
 
 SERVER_NAME = "agent-server"
 INSTRUCTIONS = (
@@ -36,6 +35,7 @@ INSTRUCTIONS = (
     "turn (progress streams as notifications); sessions persist across restarts (session_* tools); "
     "compact summarises old history."
 )
+Context = ServerRequestContext[LazyState, Any]
 
 
 def mount_configs(settings: Settings, environ: Mapping[str, str]) -> list[MountConfig]:
@@ -44,32 +44,35 @@ def mount_configs(settings: Settings, environ: Mapping[str, str]) -> list[MountC
     Raises:
         ConfigError: an entry is invalid, or one name is configured twice.
     """
+    if not settings.mcp_servers and settings.mcp_config is None:
+        return []
+    from agent_server.mounts.config import load_mcp_config_file, parse_mcp_servers
+    from agent_server.mounts.toolset import MountManager
+
     configs = parse_mcp_servers(settings.mcp_servers, environ=environ) if settings.mcp_servers else []
     if settings.mcp_config is not None:
         configs += load_mcp_config_file(settings.mcp_config, environ=environ)
     names = [c.name for c in configs]
     if twice := sorted({n for n in names if names.count(n) > 1}):
         raise ConfigError(f"MCP server {twice[0]!r} is configured twice (config file and --mcp-config)")
+    MountManager(configs)  # validates names and prefixes now, so a clash fails at startup
     return configs
 
 
-def build_state_factory(
+def build_lifespan(
     settings: Settings, llm: LLMClient | None, mounts: list[MountConfig], in_process: Mapping[str, InProcessServer]
-) -> Callable[[Server[AppState]], AbstractAsyncContextManager[AppState]]:
+) -> Callable[[Server[LazyState]], AbstractAsyncContextManager[LazyState]]:
     @asynccontextmanager
-    async def lifespan(_server: Server[AppState]) -> AsyncGenerator[AppState]:
-        store = await SqliteStore.open(settings.state_path)
-        try:
-            async with MountManager(mounts, in_process=in_process) as mounted:
-                workspace = WorkspaceToolset(
-                    settings.workspace,
-                    read_max_bytes=settings.read_file_max_bytes,
-                    search_max_matches=settings.search_max_matches,
-                )
-                registry = ToolRegistry([workspace, mounted])
-                yield AppState(settings=settings, store=store, llm=llm, registry=registry, mounts=mounted)
-        finally:
-            await store.close()
+    async def lifespan(_server: Server[LazyState]) -> AsyncGenerator[LazyState]:
+        async with AsyncExitStack() as stack:
+            manager = None
+            if mounts:
+                from agent_server.mounts.toolset import MountManager
+
+                manager = await stack.enter_async_context(MountManager(mounts, in_process=in_process))
+            state = LazyState(settings, llm, manager)
+            stack.push_async_callback(state.aclose)
+            yield state
 
     return lifespan
 
@@ -79,7 +82,7 @@ def create_server(
     *,
     llm: LLMClient | None = None,
     in_process_mounts: Mapping[str, InProcessServer] | None = None,
-) -> Server[AppState]:
+) -> Server[LazyState]:
     """The MCP server for these settings; `llm` overrides the provider named in the settings.
 
     `in_process_mounts` connects the named mounts to in-process servers instead of their
@@ -91,35 +94,24 @@ def create_server(
     if llm is None:
         llm = fixed_llm(settings)
     mounts = mount_configs(settings, os.environ)
-    MountManager(mounts)  # validates names and prefixes now, so a clash fails at startup
 
-    async def list_tools(
-        ctx: ServerRequestContext[AppState, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[_wire_tool(t) for t in TOOLS.values()])
+    async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=wire_tools())
 
-    async def call_tool(
-        ctx: ServerRequestContext[AppState, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        tool = TOOLS.get(params.name)
-        if tool is None:
+    async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in tool_names():
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-        return await handlers.call_tool(tool, ctx.lifespan_context, ctx, params.arguments or {})
+        from agent_server.server.dispatch import dispatch
+
+        return await dispatch(params.name, ctx.lifespan_context, ctx, params.arguments or {})
 
     return Server(
         SERVER_NAME,
         version=_version(),
         instructions=INSTRUCTIONS,
-        lifespan=build_state_factory(settings, llm, mounts, in_process_mounts or {}),
+        lifespan=build_lifespan(settings, llm, mounts, in_process_mounts or {}),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-    )
-
-
-def _wire_tool(tool: handlers.ToolDef) -> types.Tool:
-    input_schema, output_schema = tool_schemas(tool.name)
-    return types.Tool(
-        name=tool.name, description=tool.description, input_schema=input_schema, output_schema=output_schema
     )
 
 

@@ -13,25 +13,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
-import mcp_types as types
-from mcp import MCPError
-from mcp.server import ServerRequestContext
-from mcp.shared.message import ServerMessageMetadata
-
-from agent_server.errors import ConfigError, ModelError
-from agent_server.llm.base import LLMClient
-from agent_server.llm.sampling import SamplingLLM
-from agent_server.llm.unconfigured import CONFIGURE, UnavailableLLM
+from agent_server.errors import ConfigError
 from agent_server.settings import Settings
 
-SAMPLING_MAX_TOKENS = 4096
-NO_BACK_CHANNEL = (
-    "this connection cannot lend the client's model: protocol 2026-07-28 has no server-to-client requests, "
-    "so sampling/createMessage is unavailable; "
-)
-NO_SAMPLING = "the client did not declare the MCP sampling capability, so its model cannot be used; "
+if TYPE_CHECKING:
+    from agent_server.llm.base import LLMClient
 
 
 def fixed_llm(settings: Settings, environ: Mapping[str, str] | None = None) -> LLMClient | None:
@@ -70,34 +58,3 @@ def _openai(settings: Settings, model: str | None, env: Mapping[str, str]) -> LL
     if env.get("OPENAI_BASE_URL"):
         options = options.model_copy(update={"base_url": env["OPENAI_BASE_URL"]})
     return OpenAIChatLLM(options, api_key=env.get("OPENAI_API_KEY") or None, model=model)
-
-
-def llm_for_request(fixed: LLMClient | None, ctx: ServerRequestContext[Any, Any]) -> LLMClient:
-    """The model for one request: the fixed provider, else the client's own when the connection allows."""
-    if fixed is not None:
-        return fixed
-    if not ctx.session.can_send_request:
-        return UnavailableLLM(NO_BACK_CHANNEL + CONFIGURE)
-    caps = ctx.session.client_capabilities
-    if caps is None or caps.sampling is None:
-        return UnavailableLLM(NO_SAMPLING + CONFIGURE)
-    return SamplingLLM(
-        _SessionRequester(ctx), with_tools=caps.sampling.tools is not None, max_tokens=SAMPLING_MAX_TOKENS
-    )
-
-
-class _SessionRequester:
-    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
-        self._ctx = ctx
-
-    async def create_message(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResultWithTools:
-        request = types.CreateMessageRequest(params=params)
-        related = None if self._ctx.request_id is None else str(self._ctx.request_id)
-        try:
-            return await self._ctx.session.send_request(
-                request,
-                types.CreateMessageResultWithTools,
-                metadata=ServerMessageMetadata(related_request_id=related),
-            )
-        except MCPError as exc:
-            raise ModelError(f"the client's model failed: {exc.message}") from exc

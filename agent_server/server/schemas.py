@@ -1,7 +1,8 @@
-"""Generate `schemas/`: each tool's params and result JSON Schemas, and the event union.
+"""Generate `schemas/` (each tool's params and result JSON Schemas, and the event union) and the
+`tools/list` answer the server reads at startup (`agent_server/server/tools.json`).
 
-python -m agent_server.server.schemas          # rewrite schemas/ in the current directory
-python -m agent_server.server.schemas --check  # exit 1 if schemas/ differs from the models
+python -m agent_server.server.schemas          # rewrite schemas/ in the current directory, and tools.json
+python -m agent_server.server.schemas --check  # exit 1 if either differs from the models
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
+
 from agent_server.events import AGENT_EVENT_ADAPTER
+from agent_server.server.listing import LISTING
 from agent_server.server.tool_table import TOOLS, tool_schemas
 
 
@@ -28,6 +32,16 @@ def generate() -> dict[str, dict[str, Any]]:
     return documents
 
 
+def generate_listing() -> str:
+    """The `tools/list` tools as JSON, in the order the server lists them."""
+    tools: list[dict[str, Any]] = []
+    for name, tool in TOOLS.items():
+        params, result = tool_schemas(name)
+        wire = types.Tool(name=name, description=tool.description, input_schema=params, output_schema=result)
+        tools.append(wire.model_dump(mode="json", by_alias=True, exclude_none=True))
+    return json.dumps(tools, indent=1, ensure_ascii=False) + "\n"
+
+
 def render(schema: dict[str, Any]) -> str:
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -37,7 +51,8 @@ def drift(directory: Path) -> list[str]:
     expected = {name: render(doc) for name, doc in generate().items()}
     present = {p.name for p in directory.glob("*.json")} if directory.is_dir() else set[str]()
     stale = [n for n, text in expected.items() if n not in present or (directory / n).read_text() != text]
-    return sorted(stale + [n for n in present if n not in expected])
+    listing_stale = not LISTING.is_file() or LISTING.read_text(encoding="utf-8") != generate_listing()
+    return sorted(stale + [n for n in present if n not in expected]) + ([str(LISTING)] if listing_stale else [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,10 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     directory.mkdir(parents=True, exist_ok=True)
     for extra in drift(directory):
-        if extra not in generate():
+        if extra not in generate() and (directory / extra).is_file():
             (directory / extra).unlink()
     for name, doc in generate().items():
         (directory / name).write_text(render(doc))
+    LISTING.write_text(generate_listing(), encoding="utf-8")
     return 0
 
 

@@ -12,7 +12,7 @@ from agent_server.agent.locks import SessionLocks
 from agent_server.errors import InvalidArgument
 from agent_server.llm.base import LLMClient
 from agent_server.mounts.toolset import MountManager
-from agent_server.server.models import llm_for_request
+from agent_server.server.client_model import llm_for_request
 from agent_server.settings import Settings
 from agent_server.store.base import SessionStore
 from agent_server.tools.base import Toolset

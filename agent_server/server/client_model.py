@@ -1,0 +1,53 @@
+"""The client's own model for one request (`sampling/createMessage`), or why it cannot be used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp import MCPError
+from mcp.server import ServerRequestContext
+from mcp.shared.message import ServerMessageMetadata
+
+from agent_server.errors import ModelError
+from agent_server.llm.base import LLMClient
+from agent_server.llm.sampling import SamplingLLM
+from agent_server.llm.unconfigured import CONFIGURE, UnavailableLLM
+
+SAMPLING_MAX_TOKENS = 4096
+NO_BACK_CHANNEL = (
+    "this connection cannot lend the client's model: protocol 2026-07-28 has no server-to-client requests, "
+    "so sampling/createMessage is unavailable; "
+)
+NO_SAMPLING = "the client did not declare the MCP sampling capability, so its model cannot be used; "
+
+
+def llm_for_request(fixed: LLMClient | None, ctx: ServerRequestContext[Any, Any]) -> LLMClient:
+    """The model for one request: the fixed provider, else the client's own when the connection allows."""
+    if fixed is not None:
+        return fixed
+    if not ctx.session.can_send_request:
+        return UnavailableLLM(NO_BACK_CHANNEL + CONFIGURE)
+    caps = ctx.session.client_capabilities
+    if caps is None or caps.sampling is None:
+        return UnavailableLLM(NO_SAMPLING + CONFIGURE)
+    return SamplingLLM(
+        _SessionRequester(ctx), with_tools=caps.sampling.tools is not None, max_tokens=SAMPLING_MAX_TOKENS
+    )
+
+
+class _SessionRequester:
+    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        self._ctx = ctx
+
+    async def create_message(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResultWithTools:
+        request = types.CreateMessageRequest(params=params)
+        related = None if self._ctx.request_id is None else str(self._ctx.request_id)
+        try:
+            return await self._ctx.session.send_request(
+                request,
+                types.CreateMessageResultWithTools,
+                metadata=ServerMessageMetadata(related_request_id=related),
+            )
+        except MCPError as exc:
+            raise ModelError(f"the client's model failed: {exc.message}") from exc
