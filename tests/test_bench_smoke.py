@@ -109,6 +109,30 @@ TOKEN_STREAM_LABELS = [
     "goal: >= 0.8x:",
     *MACHINE_LABELS,
 ]
+MOUNTED_CALL_LABELS = [
+    "a mounted tool call through run_turn",
+    "turn with one mounted call (median):",
+    "turn without a tool (median):",
+    "mounted call's own cost",
+    "direct SDK call (median):",
+    "direct raw JSON-RPC call, for context (median):",
+    "ratio (turn with one mounted call / direct SDK call):",
+    "marginal ratio",
+    "goal: <= 2.2x:",
+    *MACHINE_LABELS,
+]
+RELAY_PROGRESS_LABELS = [
+    "relayed progress from a mounted server",
+    "relay notifications/s (median):",
+    "direct notifications/s (median):",
+    "relay progress units/s (median):",
+    "direct progress units/s (median):",
+    "ratio (relay / direct progress units/s):",
+    "goal: >= 0.5x:",
+    "agent-server RSS",
+    "RSS last - start:",
+    *MACHINE_LABELS,
+]
 ONE_ROUND = ["--rounds", "1", "--warmup", "0"]
 # Each issue-6 figure's script with tiny sizes, and the labels its text output must contain.
 TINY: dict[str, tuple[list[str], list[str]]] = {
@@ -117,6 +141,8 @@ TINY: dict[str, tuple[list[str], list[str]]] = {
     "concurrency.py": ([*ONE_ROUND, "--turns", "3", "--delay", "0.05"], CONCURRENCY_LABELS),
     "idle_rss.py": ([*ONE_ROUND, "--settle", "0"], IDLE_RSS_LABELS),
     "token_stream.py": ([*ONE_ROUND, "--deltas", "200", "--events"], TOKEN_STREAM_LABELS),
+    "mounted_call.py": ([*ONE_ROUND, "--turns", "2"], MOUNTED_CALL_LABELS),
+    "relay_progress.py": ([*ONE_ROUND, "--n", "50"], RELAY_PROGRESS_LABELS),
 }
 
 
