@@ -73,9 +73,9 @@ async def _prepare(run: _Run) -> None:
         body = "\n".join(f"- {note}" for note in run.request.notes)
         parts.append(prompts.PromptPart(id="runtime", title="Runtime notes", source="server", body=body))
     system = prompts.render_system_prompt(parts)
-    record = await maybe_compact(run.deps, run.state, system=system, tools=run.tools, emit=run.emit)
-    run.state.compaction = record
     history = await run.deps.store.load_history(run.state.session_id)
+    record, history = await maybe_compact(run.deps, run.state, history, system=system, tools=run.tools, emit=run.emit)
+    run.state.compaction = record
     live = [m.message for m in history.messages]
     user = Message(role="user", content=run.request.prompt)
     run.messages = [Message(role="system", content=system)]

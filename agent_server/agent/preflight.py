@@ -7,7 +7,7 @@ from agent_server.agent.compaction import should_compact, split_for_compaction, 
 from agent_server.agent.context import AgentDeps
 from agent_server.agent.turn_state import TurnState
 from agent_server.events import CompactionEvent, EventIds, EventSink, StatusEvent
-from agent_server.types import CompactionRecord, Message, ToolSpec, utc_now
+from agent_server.types import CompactionRecord, Message, SessionHistory, ToolSpec, utc_now
 
 
 async def compact_session(
@@ -45,11 +45,19 @@ async def compact_session(
 
 
 async def maybe_compact(
-    deps: AgentDeps, state: TurnState, *, system: str, tools: list[ToolSpec], emit: EventSink
-) -> CompactionRecord | None:
-    """Compact before sampling when the estimated prompt crosses the configured threshold."""
+    deps: AgentDeps,
+    state: TurnState,
+    history: SessionHistory,
+    *,
+    system: str,
+    tools: list[ToolSpec],
+    emit: EventSink,
+) -> tuple[CompactionRecord | None, SessionHistory]:
+    """Compact before sampling when the estimated prompt crosses the configured threshold.
+
+    Returns the compaction record (None when none ran) and the session's history after it.
+    """
     settings = deps.settings
-    history = await deps.store.load_history(state.session_id)
     history_text = (history.summary or "") + state.prompt
     history_tokens = prompts.estimate_message_tokens([m.message for m in history.messages])
     if not should_compact(
@@ -59,7 +67,7 @@ async def maybe_compact(
         context_window=settings.context_window,
         threshold=settings.compact_threshold,
     ):
-        return None
+        return None, history
     ids = state.ids()
     await emit(StatusEvent(phase="compact", message="compacting context before sampling", **ids))
     record = await compact_session(
@@ -72,7 +80,9 @@ async def maybe_compact(
         emit=emit,
         ids=ids,
     )
-    return record if record.compacted_message_count else None
+    if not record.compacted_message_count:
+        return None, history
+    return record, await deps.store.load_history(state.session_id)
 
 
 def _nothing_to_compact(summary: str | None, preserved: list[Message], reason: str, dry_run: bool) -> CompactionRecord:

@@ -76,6 +76,9 @@ class MountManager:
             for config in configs
         }
         self._tg: anyio.abc.TaskGroup | None = None
+        self._route_cache: (
+            tuple[list[tuple[bool, list[types.Tool]]], dict[str, tuple[ToolSpec, MountConnection, str]]] | None
+        ) = None
 
     @property
     def connections(self) -> Mapping[str, MountConnection]:
@@ -172,6 +175,17 @@ class MountManager:
         return to_tool_result(call_id, name, result, time.perf_counter() - started)
 
     def _routes(self) -> dict[str, tuple[ToolSpec, MountConnection, str]]:
+        """Tool name -> (spec, connection, the server's tool name); rebuilt only when a tool list changes."""
+        # A connection replaces its `tools` list when it changes, so identity tells whether anything did.
+        key = [(c.state == "stopped", c.tools) for c in self._connections.values()]
+        cached = self._route_cache
+        if cached is not None and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(cached[0], key, strict=True)):
+            return cached[1]
+        routes = self._build_routes()
+        self._route_cache = (key, routes)
+        return routes
+
+    def _build_routes(self) -> dict[str, tuple[ToolSpec, MountConnection, str]]:
         routes: dict[str, tuple[ToolSpec, MountConnection, str]] = {}
         for connection in self._connections.values():
             if connection.state == "stopped":

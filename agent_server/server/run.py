@@ -8,7 +8,7 @@ import signal
 import threading
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -38,14 +38,16 @@ async def serve_stdio(settings: Settings) -> None:
     from mcp.server.stdio import stdio_server
 
     from agent_server.server.app import create_server
+    from agent_server.server.stdout import claim_stdout
 
     server = create_server(settings)
     unwound = threading.Event()
     server.lifespan = _signalling(server.lifespan, unwound)
     async with anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_signal, tg.cancel_scope, unwound)
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        with claim_stdout() as wire:
+            async with stdio_server(stdout=cast("anyio.AsyncFile[str]", wire)) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
 
 
