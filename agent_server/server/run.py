@@ -35,20 +35,32 @@ async def serve_stdio(settings: Settings) -> None:
     Raises:
         ConfigError: the settings name a provider or script that cannot be loaded.
     """
-    from mcp.server.stdio import stdio_server
-
     from agent_server.server.app import create_server
-    from agent_server.server.stdout import claim_stdout
 
     server = create_server(settings)
     unwound = threading.Event()
     server.lifespan = _signalling(server.lifespan, unwound)
     async with anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_signal, tg.cancel_scope, unwound)
-        with claim_stdout() as wire:
-            async with stdio_server(stdout=cast("anyio.AsyncFile[str]", wire)) as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+        async with _stdio() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def _stdio() -> AsyncGenerator[Any]:
+    """The SDK's stdio transport, with the event-loop stdout writer where it is safe (see server/stdout.py)."""
+    from mcp.server.stdio import stdio_server
+
+    from agent_server.server.stdout import can_claim_stdout, claim_stdout
+
+    if not can_claim_stdout():
+        async with stdio_server() as streams:
+            yield streams
+        return
+    with claim_stdout() as wire:
+        async with stdio_server(stdout=cast("anyio.AsyncFile[str]", wire)) as streams:
+            yield streams
 
 
 def _signalling(lifespan: Lifespan, unwound: threading.Event) -> Lifespan:

@@ -41,6 +41,19 @@ class FdWriter:
         """Nothing is buffered."""
 
 
+def can_claim_stdout() -> bool:
+    """Whether the wire can go non-blocking without touching anything else.
+
+    O_NONBLOCK belongs to the open file, which a terminal, or a pipe that stderr was merged into
+    (`2>&1`), shares with stderr; there the SDK's own blocking writer is kept.
+    """
+    try:
+        out, err = os.fstat(1), os.fstat(2)
+    except OSError:
+        return False
+    return not os.isatty(1) and (out.st_dev, out.st_ino) != (err.st_dev, err.st_ino)
+
+
 @contextmanager
 def claim_stdout() -> Generator[FdWriter]:
     """Move the wire off fd 1 (which then points at stderr) and yield a writer for it."""
