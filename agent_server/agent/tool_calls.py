@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
 
 import anyio
 
-from agent_server.events import AgentEvent, EventIds, ToolProgressEvent, ToolResultEvent, ToolStartEvent
+from agent_server.events import EventIds, EventSink, ToolProgressEvent, ToolResultEvent, ToolStartEvent
 from agent_server.tools.base import Toolset
 from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
-
-EventFactory = Callable[..., Awaitable[None]]
 
 IMAGE_NOTE = (
     "Tool-provided image observation(s). Inspect these pixels as evidence for the active task; "
@@ -30,7 +27,7 @@ async def run_tool_round(
     calls: list[ToolCall],
     *,
     tool_round: int,
-    emit: Callable[[AgentEvent], Awaitable[None]],
+    emit: EventSink,
     ids: EventIds,
 ) -> list[ToolResult]:
     """Run every call of one round concurrently; return the results in call order."""
@@ -48,9 +45,7 @@ async def run_tool_round(
     return [r for r in results if r is not None]
 
 
-async def _call(
-    tools: Toolset, call: ToolCall, *, emit: Callable[[AgentEvent], Awaitable[None]], ids: EventIds
-) -> ToolResult:
+async def _call(tools: Toolset, call: ToolCall, *, emit: EventSink, ids: EventIds) -> ToolResult:
     if call.arguments_error is not None:
         text = f"invalid arguments for {call.name}: {call.arguments_error}; the tool was not run"
         return ToolResult(call_id=call.id, name=call.name, is_error=True, content=[TextPart(text=text)])
