@@ -73,21 +73,26 @@ async def _prepare(run: _Run) -> None:
         body = "\n".join(f"- {note}" for note in run.request.notes)
         parts.append(prompts.PromptPart(id="runtime", title="Runtime notes", source="server", body=body))
     system = prompts.render_system_prompt(parts)
+    # Token estimates walk the whole history and every tool schema: compute each once per turn.
+    tool_tokens = prompts.estimate_tool_tokens(run.tools)
     history = await run.deps.store.load_history(run.state.session_id)
-    record, history = await maybe_compact(run.deps, run.state, history, system=system, tools=run.tools, emit=run.emit)
+    live_tokens = prompts.estimate_message_tokens(m.message for m in history.messages)
+    record, compacted = await maybe_compact(
+        run.deps, run.state, history, system=system, history_tokens=live_tokens, tool_tokens=tool_tokens, emit=run.emit
+    )
     run.state.compaction = record
-    live = [m.message for m in history.messages]
+    if compacted is not history:
+        history = compacted
+        live_tokens = prompts.estimate_message_tokens(m.message for m in history.messages)
     user = Message(role="user", content=run.request.prompt)
-    run.messages = [Message(role="system", content=system)]
-    if history.summary:
-        run.messages.append(summary_message(history.summary))
-    run.messages += [*live, user]
+    framing = [summary_message(history.summary)] if history.summary else []
+    run.messages = [Message(role="system", content=system), *framing, *(m.message for m in history.messages), user]
     run.state.committed.append(user)
     await run.emit(
         PromptTraceEvent(
             parts=prompts.trace_parts(parts),
-            history_tokens=prompts.estimate_message_tokens(run.messages[1:]),
-            tool_schema_tokens=prompts.estimate_tool_tokens(run.tools),
+            history_tokens=live_tokens + prompts.estimate_message_tokens([*framing, user]),
+            tool_schema_tokens=tool_tokens,
             **run.ids,
         )
     )

@@ -7,7 +7,7 @@ from agent_server.agent.compaction import should_compact, split_for_compaction, 
 from agent_server.agent.context import AgentDeps
 from agent_server.agent.turn_state import TurnState
 from agent_server.events import CompactionEvent, EventIds, EventSink, StatusEvent
-from agent_server.types import CompactionRecord, Message, SessionHistory, ToolSpec, utc_now
+from agent_server.types import CompactionRecord, Message, SessionHistory, utc_now
 
 
 async def compact_session(
@@ -50,20 +50,22 @@ async def maybe_compact(
     history: SessionHistory,
     *,
     system: str,
-    tools: list[ToolSpec],
+    history_tokens: int,
+    tool_tokens: int,
     emit: EventSink,
 ) -> tuple[CompactionRecord | None, SessionHistory]:
     """Compact before sampling when the estimated prompt crosses the configured threshold.
 
-    Returns the compaction record (None when none ran) and the session's history after it.
+    `history_tokens` are the live messages' estimated tokens, `tool_tokens` the tool schemas'
+    (the caller has them already). Returns the compaction record (None when none ran) and the
+    session's history after it.
     """
     settings = deps.settings
     history_text = (history.summary or "") + state.prompt
-    history_tokens = prompts.estimate_message_tokens([m.message for m in history.messages])
     if not should_compact(
         system_tokens=prompts.estimate_tokens(system),
         history_tokens=history_tokens + prompts.estimate_tokens(history_text),
-        tool_tokens=prompts.estimate_tool_tokens(tools),
+        tool_tokens=tool_tokens,
         context_window=settings.context_window,
         threshold=settings.compact_threshold,
     ):
