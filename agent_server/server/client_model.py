@@ -12,7 +12,7 @@ from mcp.shared.message import ServerMessageMetadata
 from agent_server.errors import ModelError
 from agent_server.llm.base import LLMClient
 from agent_server.llm.sampling import SamplingLLM
-from agent_server.llm.unconfigured import CONFIGURE, UnavailableLLM
+from agent_server.llm.unavailable import CONFIGURE, UnavailableLLM
 
 SAMPLING_MAX_TOKENS = 4096
 NO_BACK_CHANNEL = (
