@@ -71,6 +71,8 @@ class Settings(BaseModel):
     turn_timeout_s: float | None = Field(default=None, gt=0)
     token_flush_interval_s: float = Field(default=0.05, ge=0)
     """Token deltas are coalesced into one event per interval."""
+    heartbeat_s: float = Field(default=10, gt=0)
+    """While a call runs and nothing was sent for this long, a progress notification says what it waits on."""
     read_file_max_bytes: int = Field(default=256 * 1024, ge=1)
     search_max_matches: int = Field(default=200, ge=1)
     openai: OpenAIOptions = Field(default_factory=OpenAIOptions)

@@ -31,6 +31,10 @@ class TurnRequest:
     trace_id: str
     max_tool_passes: int
     timeout_s: float | None = None
+    """The caller's limit, for messages; `deadline` enforces it."""
+    deadline: float | None = None
+    """When the turn must end, on anyio's clock: the call's arrival plus `timeout_s`, so that time
+    spent waiting for mounts and for an earlier turn of the session counts too."""
     trace: TraceMode = "standard"
     model: str | None = None
     notes: tuple[str, ...] = ()

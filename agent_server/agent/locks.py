@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 
@@ -15,12 +16,21 @@ class SessionLocks:
         self._locks: dict[str, tuple[anyio.Lock, int]] = {}
 
     @asynccontextmanager
-    async def hold(self, session_id: str) -> AsyncGenerator[None]:
+    async def hold(self, session_id: str, *, deadline: float = math.inf) -> AsyncGenerator[bool]:
+        """Hold the session's lock for the block; yields False (not holding it) when `deadline`
+        (on anyio's clock) passed while waiting, so the caller can end its call as timed out."""
         lock, users = self._locks.get(session_id, (anyio.Lock(), 0))
         self._locks[session_id] = (lock, users + 1)
         try:
-            async with lock:
-                yield
+            acquired = False
+            with anyio.CancelScope(deadline=deadline):
+                await lock.acquire()
+                acquired = True
+            try:
+                yield acquired
+            finally:
+                if acquired:
+                    lock.release()
         finally:
             lock, users = self._locks[session_id]
             if users == 1:

@@ -8,8 +8,10 @@ history it committed are written in one store transaction, shielded from cancell
 from __future__ import annotations
 
 import logging
+import math
 
 import anyio
+import anyio.lowlevel
 
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.loop import drive
@@ -58,13 +60,20 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
 
 
 async def _drive_with_timeout(deps: AgentDeps, request: TurnRequest, state: TurnState, emit: EventSink) -> None:
-    timeout = request.timeout_s
-    with anyio.move_on_after(timeout) as scope:
+    with anyio.CancelScope(deadline=_deadline(request)) as scope:
+        await anyio.lowlevel.checkpoint()  # a deadline that passed while the call was queued ends the turn here
         await drive(deps, request, state, emit)
     if scope.cancelled_caught:
         state.transition("running", "finalizing", "timeout")
-        message = f"the turn did not finish within timeout_s={timeout:g}"
+        limit = f"timeout_s={request.timeout_s:g}" if request.timeout_s is not None else "its deadline"
+        message = f"the turn did not finish within {limit} (counted from the call's arrival, queueing included)"
         state.finish("timed_out", error=ErrorInfo(type="timed_out", message=message))
+
+
+def _deadline(request: TurnRequest) -> float:
+    if request.deadline is not None:
+        return request.deadline
+    return math.inf if request.timeout_s is None else anyio.current_time() + request.timeout_s
 
 
 async def _persist(deps: AgentDeps, state: TurnState) -> TurnRecord:

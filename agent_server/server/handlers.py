@@ -10,6 +10,7 @@ reported as `internal_error` without internals. Cancellation always propagates.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from agent_server.events import EventIds
 from agent_server.server import tool_specs as specs
 from agent_server.server.state import AppState
 from agent_server.server.streaming import EventStreamer
-from agent_server.types import new_id
+from agent_server.types import TurnRecord, new_id
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class ToolDef:
     params: type[BaseModel]
     result: type[BaseModel]
     handler: Handler
+    annotations: types.ToolAnnotations
 
 
 async def call_tool(tool: ToolDef, state: AppState, ctx: Context, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -95,53 +97,84 @@ def _validation_message(tool: str, exc: ValidationError) -> str:
 
 
 async def handle_run_turn(state: AppState, ctx: Context, params: specs.RunTurnParams) -> Outcome:
-    session_id = await state.resolve_session(params.session_id, create_title=params.prompt)
     timeout_s = params.timeout_s or state.settings.turn_timeout_s
-    with anyio.move_on_after(timeout_s):  # mounts still starting get up to their startup timeout
-        await state.mounts.wait_started()
-    unavailable = state.mounts.unavailable()
-    request = TurnRequest(
+    # One deadline from the call's arrival covers the mount wait, the queue and the turn.
+    deadline = math.inf if timeout_s is None else anyio.current_time() + timeout_s
+    streamer = _streamer(state, ctx)
+    async with streamer.heartbeat():
+        session_id = await state.session_for_turn(ctx, params.session_id, prompt=params.prompt)
+        streamer.waiting_on("mounted MCP servers to start")
+        with anyio.CancelScope(deadline=deadline):  # each mount also stops at its own startup timeout
+            await state.mounts.wait_started()
+        streamer.waiting_on("an earlier turn of this session to finish")
+        async with state.locks.hold(session_id, deadline=deadline):
+            request = _turn_request(state, ctx, params, session_id, timeout_s=timeout_s, deadline=deadline)
+            record = await run_turn(state.deps(ctx, state.registry.filtered(params.tools)), request, streamer)
+    return turn_outcome(record, params.detail)
+
+
+def _turn_request(
+    state: AppState,
+    ctx: Context,
+    params: specs.RunTurnParams,
+    session_id: str,
+    *,
+    timeout_s: float | None,
+    deadline: float,
+) -> TurnRequest:
+    notes = tuple(
+        f"The tools of MCP server {name!r} are unavailable this turn: {why}" for name, why in state.mounts.unavailable()
+    )
+    return TurnRequest(
         prompt=params.prompt,
         session_id=session_id,
         trace_id=trace_id_from_meta(ctx.meta) or new_id("trace"),
         max_tool_passes=state.settings.max_tool_passes if params.max_tool_passes is None else params.max_tool_passes,
         timeout_s=timeout_s,
+        deadline=deadline,
         trace=params.trace,
         model=params.model,
-        notes=tuple(f"The tools of MCP server {name!r} are unavailable this turn: {why}" for name, why in unavailable),
+        notes=notes,
     )
-    deps = state.deps(ctx, state.registry.filtered(params.tools))
-    streamer = EventStreamer(ctx, flush_interval=state.settings.token_flush_interval_s)
-    async with state.locks.hold(session_id):
-        record = await run_turn(deps, request, streamer)
+
+
+def turn_outcome(record: TurnRecord, detail: specs.Detail) -> Outcome:
+    """A turn's result: the record at `detail`, the final answer (or why there is none) as text."""
     text = record.final_text
     if record.status != "completed":
         reason = record.error.message if record.error else record.status
         text = f"[turn {record.status}] {reason}" + (f"\n\n{text}" if text else "")
-    return Outcome(record, text, is_error=record.status == "failed")
+    return Outcome(specs.TurnResult.of(record, detail), text, is_error=record.status == "failed")
+
+
+def _streamer(state: AppState, ctx: Context) -> EventStreamer:
+    settings = state.settings
+    return EventStreamer(ctx, flush_interval=settings.token_flush_interval_s, heartbeat_s=settings.heartbeat_s)
 
 
 async def handle_compact(state: AppState, ctx: Context, params: specs.CompactParams) -> Outcome:
-    session_id = await state.resolve_session(params.session_id)
-    streamer = EventStreamer(ctx, flush_interval=state.settings.token_flush_interval_s)
+    session_id = await state.session_or_current(ctx, params.session_id)
+    streamer = _streamer(state, ctx)
     ids: EventIds = {
         "turn_id": new_id("compact"),
         "session_id": session_id,
         "trace_id": trace_id_from_meta(ctx.meta) or new_id("trace"),
     }
     keep_last = state.settings.compact_keep_last if params.keep_last is None else params.keep_last
-    async with state.locks.hold(session_id):
-        record = await compact_session(
-            state.deps(ctx),
-            session_id,
-            keep_last=keep_last,
-            instructions=params.instructions,
-            reason="manual",
-            dry_run=params.dry_run,
-            emit=streamer,
-            ids=ids,
-        )
-    await streamer.flush()
+    async with streamer.heartbeat():
+        streamer.waiting_on("a turn of this session to finish")
+        async with state.locks.hold(session_id):
+            record = await compact_session(
+                state.deps(ctx),
+                session_id,
+                keep_last=keep_last,
+                instructions=params.instructions,
+                reason="manual",
+                dry_run=params.dry_run,
+                emit=streamer,
+                ids=ids,
+            )
+        await streamer.flush()
     result = specs.CompactResult(session_id=session_id, **record.model_dump())
     verb = "would compact" if record.dry_run else "compacted"
     text = f"{verb} {record.compacted_message_count} message(s) ({record.mode}), kept {record.preserved_message_count}"

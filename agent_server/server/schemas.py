@@ -37,7 +37,14 @@ def generate_listing() -> str:
     tools: list[dict[str, Any]] = []
     for name, tool in TOOLS.items():
         params, result = tool_schemas(name)
-        wire = types.Tool(name=name, description=tool.description, input_schema=params, output_schema=result)
+        wire = types.Tool(
+            name=name,
+            title=tool.annotations.title,
+            description=tool.description,
+            input_schema=params,
+            output_schema=result,
+            annotations=tool.annotations,
+        )
         tools.append(wire.model_dump(mode="json", by_alias=True, exclude_none=True))
     return json.dumps(tools, indent=1, ensure_ascii=False) + "\n"
 

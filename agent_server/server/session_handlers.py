@@ -1,4 +1,7 @@
-"""Handlers of the `session_*` and `agent_tools` tools."""
+"""Handlers of the `session_*` and `agent_tools` tools.
+
+`active` in every session these return means "this connection's current session" (DESIGN 3.5).
+"""
 
 from __future__ import annotations
 
@@ -9,19 +12,20 @@ from agent_server.types import SessionInfo
 
 
 def _describe(session: SessionInfo) -> str:
-    active = " (active)" if session.active else ""
+    active = " (current)" if session.active else ""
     return (
         f"{session.session_id}{active}: {session.title!r}, {session.turn_count} turn(s), updated {session.updated_at}"
     )
 
 
 async def handle_create(state: AppState, ctx: Context, params: specs.SessionCreateParams) -> Outcome:
-    session = await state.create_session(title=params.title or "Untitled session", metadata=params.metadata or {})
+    session = await state.create_session(ctx, title=params.title or "Untitled session", metadata=params.metadata or {})
     return Outcome(session, "created " + _describe(session))
 
 
 async def handle_list(state: AppState, ctx: Context, params: specs.SessionListParams) -> Outcome:
     sessions, next_cursor = await state.store.list_sessions(cursor=params.cursor, limit=params.limit)
+    sessions = [state.marked(ctx, s) for s in sessions]
     lines = [_describe(s) for s in sessions] or ["no sessions"]
     if next_cursor:
         lines.append(f"more: next_cursor={next_cursor}")
@@ -29,8 +33,8 @@ async def handle_list(state: AppState, ctx: Context, params: specs.SessionListPa
 
 
 async def handle_get(state: AppState, ctx: Context, params: specs.SessionGetParams) -> Outcome:
-    session_id = await state.resolve_session(params.session_id)
-    session = await state.store.get_session(session_id)
+    session_id = await state.session_or_current(ctx, params.session_id)
+    session = state.marked(ctx, await state.store.get_session(session_id))
     turns, next_cursor = await state.store.list_turns(session_id, cursor=params.turns_cursor, limit=params.turns_limit)
     compactions = await state.store.list_compactions(session_id)
     history = None
@@ -43,7 +47,7 @@ async def handle_get(state: AppState, ctx: Context, params: specs.SessionGetPara
     summary = (await state.store.load_history(session_id)).summary
     result = specs.SessionGetResult(
         **session.model_dump(),
-        turns=turns,
+        turns=[specs.TurnResult.of(turn, params.detail) for turn in turns],
         next_turns_cursor=next_cursor,
         summary=summary,
         compactions=compactions,
@@ -53,20 +57,19 @@ async def handle_get(state: AppState, ctx: Context, params: specs.SessionGetPara
 
 
 async def handle_switch(state: AppState, ctx: Context, params: specs.SessionIdParams) -> Outcome:
-    session = await state.store.get_session(params.session_id)
-    await state.store.set_active(session.session_id)
-    session = session.model_copy(update={"active": True})
+    session = state.make_current(ctx, await state.store.get_session(params.session_id))
     return Outcome(session, "switched to " + _describe(session))
 
 
 async def handle_fork(state: AppState, ctx: Context, params: specs.SessionForkParams) -> Outcome:
-    source = await state.resolve_session(params.session_id)
+    source = await state.session_or_current(ctx, params.session_id)
     session = await state.store.fork_session(source, at_turn=params.at_turn, title=params.title)
     return Outcome(session, f"forked {source} into " + _describe(session))
 
 
 async def handle_delete(state: AppState, ctx: Context, params: specs.SessionIdParams) -> Outcome:
     await state.store.delete_session(params.session_id)
+    state.current.forget(params.session_id)
     result = specs.SessionDeleteResult(session_id=params.session_id, deleted=True)
     return Outcome(result, f"deleted {params.session_id}")
 

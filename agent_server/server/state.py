@@ -1,4 +1,5 @@
-"""The server's long-lived state for one process: settings, store, model, tools, session locks."""
+"""The server's long-lived state for one process: settings, store, model, tools, session locks,
+and each connection's current session."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from mcp.server import ServerRequestContext
 
 from agent_server.agent.context import AgentDeps
 from agent_server.agent.locks import SessionLocks
-from agent_server.errors import InvalidArgument
+from agent_server.errors import InvalidArgument, SessionNotFound
 from agent_server.llm.base import LLMClient
 from agent_server.mounts.toolset import MountManager
 from agent_server.server.client_model import llm_for_request
+from agent_server.server.connections import CurrentSessions, connection_key
+from agent_server.server.streaming import one_line
+from agent_server.server.tool_specs import NEW_SESSION
 from agent_server.settings import Settings
 from agent_server.store.base import SessionStore
 from agent_server.tools.base import Toolset
@@ -20,6 +24,9 @@ from agent_server.tools.registry import ToolRegistry
 from agent_server.types import SessionInfo
 
 TITLE_LENGTH = 60
+NO_CURRENT = "this connection has no current session: pass session_id, or create one with session_create"
+
+Context = ServerRequestContext[Any, Any]
 
 
 @dataclass(kw_only=True)
@@ -31,33 +38,70 @@ class AppState:
     registry: ToolRegistry
     mounts: MountManager
     locks: SessionLocks = field(default_factory=SessionLocks)
+    current: CurrentSessions = field(default_factory=CurrentSessions)
 
-    def deps(self, ctx: ServerRequestContext[Any, Any], tools: Toolset | None = None) -> AgentDeps:
+    def deps(self, ctx: Context, tools: Toolset | None = None) -> AgentDeps:
         """What the agent layer needs to serve the request `ctx`."""
         llm = llm_for_request(self.llm, ctx)
         return AgentDeps(settings=self.settings, store=self.store, llm=llm, tools=tools or self.registry)
 
-    async def resolve_session(self, session_id: str | None, *, create_title: str | None = None) -> str:
-        """The given session (checked to exist), else the active one, else (if allowed) a new active one.
+    async def session_for_turn(self, ctx: Context, session_id: str | None, *, prompt: str) -> str:
+        """The session a turn runs in: the given one (checked), a fresh one for `new`, else the current one.
+
+        The connection's first turn without `session_id` creates its current session, exactly once
+        however many such calls arrive together. `new` does not change the current session.
 
         Raises:
-            SessionNotFound: `session_id` is unknown, or there is no active session and none may be created.
+            SessionNotFound: `session_id` is unknown.
+        """
+        if session_id == NEW_SESSION:
+            return await self._create(_title_from(prompt))
+        if session_id is not None:
+            return (await self.store.get_session(session_id)).session_id
+        key = connection_key(ctx)
+        if key is None:  # no connection identity (2026-07-28 over HTTP): every such call starts fresh
+            return await self._create(_title_from(prompt))
+        return await self.current.get_or_create(key, self._exists, lambda: self._create(_title_from(prompt)))
+
+    async def session_or_current(self, ctx: Context, session_id: str | None) -> str:
+        """The given session (checked to exist), else the connection's current one.
+
+        Raises:
+            SessionNotFound: `session_id` is unknown.
+            InvalidArgument: no `session_id` and the connection has no current session.
         """
         if session_id is not None:
             return (await self.store.get_session(session_id)).session_id
-        active = await self.store.get_active()
-        if active is not None:
-            return active
-        if create_title is None:
-            raise InvalidArgument("there is no active session: pass session_id or create one with session_create")
-        return (await self.create_session(title=_title_from(create_title), metadata={})).session_id
+        current = self.current.get(connection_key(ctx))
+        if current is None or not await self._exists(current):
+            raise InvalidArgument(NO_CURRENT)
+        return current
 
-    async def create_session(self, *, title: str, metadata: dict[str, object]) -> SessionInfo:
+    async def create_session(self, ctx: Context, *, title: str, metadata: dict[str, object]) -> SessionInfo:
+        """A new session, made the connection's current one."""
         session = await self.store.create_session(title=title, metadata=metadata)
-        await self.store.set_active(session.session_id)
-        return session.model_copy(update={"active": True})
+        return self.make_current(ctx, session)
+
+    def make_current(self, ctx: Context, session: SessionInfo) -> SessionInfo:
+        key = connection_key(ctx)
+        self.current.set(key, session.session_id)
+        return self.marked(ctx, session)
+
+    def marked(self, ctx: Context, session: SessionInfo) -> SessionInfo:
+        """`session` with `active` telling whether it is this connection's current session."""
+        active = self.current.get(connection_key(ctx)) == session.session_id
+        return session if session.active == active else session.model_copy(update={"active": active})
+
+    async def _create(self, title: str) -> str:
+        return (await self.store.create_session(title=title, metadata={})).session_id
+
+    async def _exists(self, session_id: str) -> bool:
+        try:
+            await self.store.get_session(session_id)
+        except SessionNotFound:
+            return False
+        return True
 
 
 def _title_from(prompt: str) -> str:
-    flat = " ".join(prompt.split())
-    return flat if len(flat) <= TITLE_LENGTH else flat[: TITLE_LENGTH - 1] + "…"
+    return one_line(prompt, TITLE_LENGTH)

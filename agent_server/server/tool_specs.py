@@ -7,13 +7,37 @@ Parameters reject unknown keys so that a misspelt argument is an error, not sile
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent_server.types import CompactionRecord, Message, SessionInfo, ToolSpec, TraceMode, TurnRecord
+from agent_server.server.streaming import one_line
+from agent_server.types import (
+    AssistantTurn,
+    CompactionRecord,
+    ErrorInfo,
+    Message,
+    SessionInfo,
+    ToolRound,
+    ToolSpec,
+    TraceMode,
+    Transition,
+    TurnRecord,
+    TurnStatus,
+    Usage,
+)
 
 MAX_PAGE = 200
+NEW_SESSION = "new"
+"""`run_turn(session_id="new")`: run in a fresh session."""
+TOOL_ERROR_LINE_CHARS = 200
+"""A failed inner call's error, as one line of a turn summary."""
+
+Detail = Literal["summary", "full"]
+_DETAIL_HELP = (
+    "`summary` (default): ids, status, final_text, error, usage and one line per inner tool call; "
+    "`full`: also every model answer, tool round (with the tools' whole results) and state transition."
+)
 
 
 class _Params(BaseModel):
@@ -23,13 +47,18 @@ class _Params(BaseModel):
 class RunTurnParams(_Params):
     prompt: str = Field(min_length=1, description="What the user asks the agent; must not be blank.")
     session_id: str | None = Field(
-        default=None, description="Session to run in; default the active one (created if none)."
+        default=None,
+        description=(
+            "To continue a conversation, the session_id of an earlier result; `new` starts a fresh session; "
+            "omitted: this connection's current session (created by the first such call)."
+        ),
     )
     max_tool_passes: int | None = Field(default=None, ge=0, le=1000, description="Tool rounds allowed (default 50).")
     timeout_s: float | None = Field(default=None, gt=0, le=86_400, description="Wall-clock limit for the whole turn.")
     trace: TraceMode = Field(default="standard", description="`extended` also records the model's reasoning.")
     model: str | None = Field(default=None, description="Model name override for this turn.")
     tools: list[str] | None = Field(default=None, description="Allow-list of agent tool names or globs.")
+    detail: Detail = Field(default="summary", description=_DETAIL_HELP)
 
     @field_validator("prompt")
     @classmethod
@@ -40,7 +69,7 @@ class RunTurnParams(_Params):
 
 
 class CompactParams(_Params):
-    session_id: str | None = Field(default=None, description="Session to compact; default the active one.")
+    session_id: str | None = Field(default=None, description="Session to compact; default the current one.")
     keep_last: int | None = Field(default=None, ge=0, le=10_000, description="Recent messages kept verbatim.")
     instructions: str | None = Field(default=None, description="What the summary must keep.")
     dry_run: bool = Field(default=False, description="Preview the summary without changing the session.")
@@ -66,10 +95,11 @@ class SessionListResult(BaseModel):
 
 
 class SessionGetParams(_Params):
-    session_id: str | None = Field(default=None, description="Default: the active session.")
+    session_id: str | None = Field(default=None, description="Default: this connection's current session.")
     turns_cursor: str | None = None
     turns_limit: int = Field(default=20, ge=1, le=MAX_PAGE)
     include_history: bool = False
+    detail: Detail = Field(default="summary", description="How much of each turn: " + _DETAIL_HELP)
 
 
 class HistoryEntry(BaseModel):
@@ -79,8 +109,74 @@ class HistoryEntry(BaseModel):
     message: Message
 
 
+class ToolCallLine(BaseModel):
+    """One inner tool call in a turn summary; its result stays in the turn's full record."""
+
+    round: int
+    name: str
+    is_error: bool
+    duration_s: float
+    error: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The first line of a failed call's error."""
+
+
+def _full_only(description: str) -> Any:
+    return Field(default=None, exclude_if=lambda v: v is None, description=description + " (detail `full` only)")
+
+
+class TurnResult(BaseModel):
+    """A turn as results carry it (DESIGN 3.4.1): a summary whose size does not grow with the tools' results,
+    or with detail `full` the whole record."""
+
+    turn_id: str
+    session_id: str
+    trace_id: str
+    status: TurnStatus
+    final_text: str
+    tool_calls: list[ToolCallLine]
+    usage: Usage
+    compaction: CompactionRecord | None = None
+    error: ErrorInfo | None = None
+    model: str | None = None
+    started_at: str
+    finished_at: str | None = None
+    prompt: str | None = _full_only("The user's prompt")
+    trace: TraceMode | None = _full_only("The trace mode")
+    assistant_turns: list[AssistantTurn] | None = _full_only("Every model answer")
+    tool_rounds: list[ToolRound] | None = _full_only("Every tool round, with the whole results")
+    transitions: list[Transition] | None = _full_only("The loop's state transitions")
+
+    @classmethod
+    def of(cls, record: TurnRecord, detail: Detail) -> TurnResult:
+        summary = record.model_dump(exclude=_FULL_ONLY | {"tool_calls"})
+        lines = [
+            ToolCallLine(
+                round=tool_round.tool_round,
+                name=result.name,
+                is_error=result.is_error,
+                duration_s=round(result.duration_s, 3),
+                error=one_line(result.text(), TOOL_ERROR_LINE_CHARS) if result.is_error else None,
+            )
+            for tool_round in record.tool_rounds
+            for result in tool_round.tool_results
+        ]
+        full = record.model_dump(include=_FULL_ONLY) if detail == "full" else {}
+        return cls.model_validate({**summary, **full, "tool_calls": lines})
+
+
+_FULL_ONLY = {"prompt", "trace", "assistant_turns", "tool_rounds", "transitions"}
+
+
+class ToolError(BaseModel):
+    """The structuredContent of every tool's error results; each tool's outputSchema allows it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: ErrorInfo
+
+
 class SessionGetResult(SessionInfo):
-    turns: list[TurnRecord]
+    turns: list[TurnResult]
     next_turns_cursor: str | None = None
     summary: str | None = None
     compactions: list[CompactionRecord]
@@ -92,7 +188,7 @@ class SessionIdParams(_Params):
 
 
 class SessionForkParams(_Params):
-    session_id: str | None = Field(default=None, description="Default: the active session.")
+    session_id: str | None = Field(default=None, description="Default: this connection's current session.")
     at_turn: str | None = Field(default=None, description="Turn id to fork after; default the latest.")
     title: str | None = Field(default=None, max_length=200)
 

@@ -1,24 +1,52 @@
-"""The table of exposed tools: name, description, params and result models, handler."""
+"""The table of exposed tools: name, description, params and result models, handler, annotations.
+
+Annotations (DESIGN 3.2) let hosts gate tools: reading tools are read-only, `session_delete` is
+destructive, `run_turn` (and `compact`, which asks the model) reach the open world of the model
+and its tools. Every outputSchema also admits the error shape (`ToolError`), since error results
+carry `structuredContent` too and strict clients validate it.
+"""
 
 from __future__ import annotations
 
 from functools import cache
 from typing import Any
 
+import mcp_types as types
+from pydantic import BaseModel, TypeAdapter
+
 from agent_server.server import session_handlers as sessions
 from agent_server.server import tool_specs as specs
 from agent_server.server.handlers import ToolDef, handle_compact, handle_run_turn
-from agent_server.types import SessionInfo, TurnRecord
+from agent_server.types import SessionInfo
 
+
+def _hints(
+    title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False, open_world: bool = False
+) -> types.ToolAnnotations:
+    return types.ToolAnnotations(
+        title=title,
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent or read_only,
+        open_world_hint=open_world,
+    )
+
+
+_CONTINUE = (
+    " To continue a conversation pass the session_id of an earlier result; session_id `new` starts a fresh "
+    "one; without session_id the turn runs in this connection's current session (created by the first such call)."
+)
 _DEFS = [
     ToolDef(
         "run_turn",
         "Run one agent turn: the agent samples its model, runs the tools the model asks for, feeds the "
-        "results back and repeats until it answers. Progress streams as notifications. Returns the turn "
-        "record; the text content is the final answer.",
+        "results back and repeats until it answers. Progress streams as notifications. The text content is "
+        "the final answer; structuredContent is a short summary of the turn (detail `full` for the whole "
+        "record)." + _CONTINUE,
         specs.RunTurnParams,
-        TurnRecord,
+        specs.TurnResult,
         handle_run_turn,
+        _hints("Run an agent turn", read_only=False, open_world=True),
     ),
     ToolDef(
         "compact",
@@ -27,30 +55,40 @@ _DEFS = [
         specs.CompactParams,
         specs.CompactResult,
         handle_compact,
+        _hints("Compact a session", read_only=False, open_world=True),
     ),
     ToolDef(
         "session_create",
-        "Create a session and make it active.",
+        "Create a session and make it this connection's current session.",
         specs.SessionCreateParams,
         SessionInfo,
         sessions.handle_create,
+        _hints("Create a session", read_only=False),
     ),
     ToolDef(
         "session_list",
-        "List sessions, newest first (paged).",
+        "List sessions, newest first (paged); `active` marks this connection's current session.",
         specs.SessionListParams,
         specs.SessionListResult,
         sessions.handle_list,
+        _hints("List sessions", read_only=True),
     ),
     ToolDef(
         "session_get",
-        "A session's summary, its turn records (paged), compaction records and optionally its message history.",
+        "A session's summary, its turns (paged; summaries unless detail `full`), compaction records and "
+        "optionally its message history.",
         specs.SessionGetParams,
         specs.SessionGetResult,
         sessions.handle_get,
+        _hints("Inspect a session", read_only=True),
     ),
     ToolDef(
-        "session_switch", "Make a session the active one.", specs.SessionIdParams, SessionInfo, sessions.handle_switch
+        "session_switch",
+        "Make a session this connection's current session (other connections keep theirs).",
+        specs.SessionIdParams,
+        SessionInfo,
+        sessions.handle_switch,
+        _hints("Switch session", read_only=False, idempotent=True),
     ),
     ToolDef(
         "session_fork",
@@ -58,6 +96,7 @@ _DEFS = [
         specs.SessionForkParams,
         SessionInfo,
         sessions.handle_fork,
+        _hints("Fork a session", read_only=False),
     ),
     ToolDef(
         "session_delete",
@@ -65,6 +104,7 @@ _DEFS = [
         specs.SessionIdParams,
         specs.SessionDeleteResult,
         sessions.handle_delete,
+        _hints("Delete a session", read_only=False, destructive=True, idempotent=True),
     ),
     ToolDef(
         "agent_tools",
@@ -72,6 +112,7 @@ _DEFS = [
         specs.AgentToolsParams,
         specs.AgentToolsResult,
         sessions.handle_agent_tools,
+        _hints("List the agent's tools", read_only=True),
     ),
 ]
 
@@ -82,4 +123,11 @@ TOOLS: dict[str, ToolDef] = {d.name: d for d in _DEFS}
 def tool_schemas(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(inputSchema, outputSchema) of a tool, computed once."""
     tool = TOOLS[name]
-    return tool.params.model_json_schema(), tool.result.model_json_schema(mode="serialization")
+    return tool.params.model_json_schema(), output_schema(tool.result)
+
+
+def output_schema(result: type[BaseModel]) -> dict[str, Any]:
+    """The result model's schema, or the error shape: `{"type": "object", "anyOf": [...], "$defs": ...}`."""
+    either: Any = result | specs.ToolError
+    schema = TypeAdapter[Any](either).json_schema(mode="serialization")
+    return {"type": "object", "title": result.__name__, **schema}

@@ -20,7 +20,7 @@ from agent_server.types import Message, SessionInfo, StoredMessage, TurnRecord, 
 logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 10.0
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA_V1 = """
 CREATE TABLE sessions (
     ordinal INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -60,7 +60,11 @@ CREATE TABLE compactions (
 CREATE INDEX compactions_by_session ON compactions (session_id, ordinal);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-_MIGRATIONS = [_SCHEMA_V1]  # _MIGRATIONS[n] takes the schema from version n to n + 1
+_V1_TO_V2 = """
+DELETE FROM meta WHERE key = 'active';
+"""
+"""Version 1 stored one active session for every process; it is per connection and in memory now."""
+_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2]  # _MIGRATIONS[n] takes the schema from version n to n + 1
 
 
 def dump(model: BaseModel) -> str:
@@ -124,13 +128,12 @@ def _interrupt_turns_of(conn: sqlite3.Connection, owner: str) -> int:
 
 SESSION_COLUMNS = (
     "s.ordinal, s.session_id, s.title, s.metadata, s.created_at, s.updated_at,"
-    " (SELECT count(*) FROM turns t WHERE t.session_id = s.session_id),"
-    " s.session_id = (SELECT value FROM meta WHERE key = 'active')"
+    " (SELECT count(*) FROM turns t WHERE t.session_id = s.session_id)"
 )
 
 
 def session_info(row: Any) -> SessionInfo:
-    _, session_id, title, metadata, created_at, updated_at, turn_count, active = row
+    _, session_id, title, metadata, created_at, updated_at, turn_count = row
     return SessionInfo(
         session_id=session_id,
         title=title,
@@ -138,7 +141,6 @@ def session_info(row: Any) -> SessionInfo:
         created_at=created_at,
         updated_at=updated_at,
         turn_count=turn_count,
-        active=bool(active),
     )
 
 

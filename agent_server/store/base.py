@@ -1,4 +1,4 @@
-"""The session store boundary: sessions, history, turn records, compactions, the active session.
+"""The session store boundary: sessions, history, turn records, compactions.
 
 Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` checks it):
 
@@ -12,6 +12,8 @@ Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` chec
 - A fork copies the history as it stood right after `at_turn` (or all of it), with the
   summary and archive marks that were in force then, into a new session.
 - Every method raises `SessionNotFound` for an unknown session id, except `finish_turn`.
+- Which session is a connection's current one is not stored: it is per connection, in memory
+  (DESIGN 3.5), so `SessionInfo.active` is always False here and set by the front door.
 """
 
 from __future__ import annotations
@@ -29,12 +31,6 @@ class SessionStore(Protocol):
     async def list_sessions(self, *, cursor: str | None, limit: int) -> tuple[list[SessionInfo], str | None]: ...
 
     async def delete_session(self, session_id: str) -> None: ...
-
-    async def set_active(self, session_id: str) -> None: ...
-
-    async def get_active(self) -> str | None:
-        """The active session's id, or None when there is none (or it was deleted)."""
-        ...
 
     async def load_history(self, session_id: str) -> SessionHistory: ...
 

@@ -60,7 +60,6 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._sessions: dict[str, _Session] = {}
-        self._active: str | None = None
         self._ordinals = itertools.count(1)
         self._closed = False
 
@@ -83,7 +82,6 @@ class MemoryStore:
             created_at=session.created_at,
             updated_at=session.updated_at,
             turn_count=len(session.turns),
-            active=session.session_id == self._active,
         )
 
     def _add(self, *, title: str, metadata: dict[str, Any]) -> _Session:
@@ -114,17 +112,6 @@ class MemoryStore:
     async def delete_session(self, session_id: str) -> None:
         self._session(session_id)
         del self._sessions[session_id]
-        if self._active == session_id:
-            self._active = None
-
-    async def set_active(self, session_id: str) -> None:
-        self._session(session_id)
-        self._active = session_id
-
-    async def get_active(self) -> str | None:
-        """The active session's id, or None when there is none (or it was deleted)."""
-        self._check_open()
-        return self._active if self._active in self._sessions else None
 
     # --- history ------------------------------------------------------------------------
 

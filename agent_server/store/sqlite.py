@@ -147,27 +147,8 @@ class SqliteStore:
             require_session(conn, session_id)
             for table in ("messages", "turns", "compactions", "sessions"):
                 conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
-            conn.execute("DELETE FROM meta WHERE key = 'active' AND value = ?", (session_id,))
 
         await self._write(run)
-
-    async def set_active(self, session_id: str) -> None:
-        def run(conn: sqlite3.Connection) -> None:
-            require_session(conn, session_id)
-            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('active', ?)", (session_id,))
-
-        await self._write(run)
-
-    async def get_active(self) -> str | None:
-        """The active session's id, or None when there is none (or it was deleted)."""
-
-        def run(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute(
-                "SELECT m.value FROM meta m JOIN sessions s ON s.session_id = m.value WHERE m.key = 'active'"
-            ).fetchone()
-            return None if row is None else row[0]
-
-        return await self._read(run)
 
     # --- history ------------------------------------------------------------------------
 

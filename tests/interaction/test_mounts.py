@@ -61,7 +61,7 @@ async def test_mounted_progress_and_error_results_stay_data(tmp_path: Path, mode
     async with connect(
         tmp_path, script, mode=mode, settings=settings, in_process_mounts={"fake": mcp_echo.build()}
     ) as h:
-        result = await h.call("run_turn", {"prompt": "go"}, progress_callback=progress)
+        result = await h.call("run_turn", {"prompt": "go", "detail": "full"}, progress_callback=progress)
     record = result.structured_content
     assert record["status"] == "completed", record
     results = {r["name"]: r for r in record["tool_rounds"][0]["tool_results"]}
@@ -82,7 +82,7 @@ async def test_a_mount_killed_mid_call_gives_an_error_result_and_restarts(tmp_pa
     ]
     async with connect(tmp_path, script, mode=mode, settings=_settings(tmp_path, servers), timeout=40) as h:
         first = await h.call("run_turn", {"prompt": "pid?"})
-        crashed = await h.call("run_turn", {"prompt": "crash it"})
+        crashed = await h.call("run_turn", {"prompt": "crash it", "detail": "full"})
         states = (await h.call("agent_tools")).structured_content["servers"]
         again = await h.call("run_turn", {"prompt": "echo"})
     assert first.structured_content["status"] == "completed"

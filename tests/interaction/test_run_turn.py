@@ -18,7 +18,7 @@ async def test_answer_without_tools_completes_and_creates_an_active_session(tmp_
     script = [{"content": "Hello there.", "usage": {"prompt_tokens": 11, "completion_tokens": 3}}]
     async with connect(tmp_path, script, mode=mode) as h:
         with anyio.fail_after(5):
-            result = await h.call("run_turn", {"prompt": "Say hello"})
+            result = await h.call("run_turn", {"prompt": "Say hello", "detail": "full"})
             sessions = await h.call("session_list")
     record = result.structured_content
     assert result.is_error is False
@@ -46,7 +46,7 @@ async def test_tool_round_feeds_file_content_to_the_next_model_call(tmp_path: Pa
     async with connect(tmp_path, script, mode=mode) as h:
         (h.workspace / "notes.txt").write_text("line one\nthe secret is 42\n")
         with anyio.fail_after(5):
-            result = await h.call("run_turn", {"prompt": "What is the secret?"})
+            result = await h.call("run_turn", {"prompt": "What is the secret?", "detail": "full"})
     record = result.structured_content
     assert record["status"] == "completed", record
     assert record["final_text"] == "The secret is 42."
@@ -82,7 +82,7 @@ async def test_max_tool_passes_halts_the_turn(tmp_path: Path, mode: str) -> None
     assert result.is_error is False
     assert record["status"] == "halted"
     assert record["error"]["type"] == "max_tool_passes"
-    assert len(record["tool_rounds"]) == 1
+    assert [(c["round"], c["name"]) for c in record["tool_calls"]] == [(1, "list_dir")]
     assert result.content[0].text.startswith("[turn halted]")
     assert after.structured_content["final_text"] == "next turn works"
 
@@ -145,8 +145,8 @@ async def test_cancelled_turn_is_recorded_and_the_next_turn_works(tmp_path: Path
 async def test_extended_trace_keeps_reasoning_and_standard_drops_it(tmp_path: Path, mode: str) -> None:
     script = [{"content": "a", "reasoning": "thinking hard"}, {"content": "b", "reasoning": "more thought"}]
     async with connect(tmp_path, script, mode=mode) as h:
-        extended = await h.call("run_turn", {"prompt": "x", "trace": "extended"})
-        standard = await h.call("run_turn", {"prompt": "y"})
+        extended = await h.call("run_turn", {"prompt": "x", "trace": "extended", "detail": "full"})
+        standard = await h.call("run_turn", {"prompt": "y", "detail": "full"})
     assert extended.structured_content["assistant_turns"][0]["reasoning"] == "thinking hard"
     assert standard.structured_content["assistant_turns"][0]["reasoning"] is None
 
@@ -188,7 +188,9 @@ async def test_tools_allow_list_hides_other_tools(tmp_path: Path, mode: str) -> 
         result = await h.call("run_turn", {"prompt": "x", "tools": ["list_*"]})
     record = result.structured_content
     assert [t.name for t in h.llm.calls[0].tools] == ["list_dir"]
-    assert record["tool_rounds"][0]["tool_results"][0]["is_error"] is True
+    (line,) = record["tool_calls"]
+    assert (line["name"], line["is_error"]) == ("read_file", True)
+    assert "unknown tool" in line["error"]
 
 
 async def test_invalid_tool_arguments_from_the_model_become_an_error_result(tmp_path: Path, mode: str) -> None:

@@ -51,7 +51,7 @@ async def test_client_model_runs_a_tool_round_in_the_handshake_era(tmp_path: Pat
     server = create_server(settings)
     with anyio.fail_after(10):
         async with Client(server, mode="legacy", sampling_callback=model, sampling_capabilities=TOOLS_CAP) as client:
-            result = await client.call_tool("run_turn", {"prompt": "What does fact.txt say?"})
+            result = await client.call_tool("run_turn", {"prompt": "What does fact.txt say?", "detail": "full"})
     record = result.structured_content
     assert record["status"] == "completed", record
     assert record["final_text"] == "The file says: water is wet"

@@ -22,7 +22,7 @@ async def test_a_turn_lists_a_directory_through_the_filesystem_server(filesystem
     ]
     settings = make_settings(tmp_path, mcpServers=servers)
     async with connect(tmp_path, script, mode="legacy", settings=settings, timeout=30) as h:
-        result = await h.call("run_turn", {"prompt": "What is in the shared folder?"})
+        result = await h.call("run_turn", {"prompt": "What is in the shared folder?", "detail": "full"})
     record = result.structured_content
     assert record["status"] == "completed", record
     assert record["tool_rounds"][0]["tool_results"][0]["is_error"] is False

@@ -65,16 +65,15 @@ async def test_list_sessions_paging_is_stable_under_inserts_and_deletes(store: S
     assert ([s.session_id for s in page], cursor) == ([a.session_id], None)
 
 
-async def test_list_sessions_shows_active_flag_and_turn_count(store: SessionStore) -> None:
+async def test_list_sessions_shows_turn_count_and_no_active_flag(store: SessionStore) -> None:
     one = await store.create_session(title="one", metadata={})
     two = await store.create_session(title="two", metadata={})
-    await store.set_active(one.session_id)
     await run_turn(store, one.session_id)
     await store.begin_turn(running(one.session_id))
     page, _ = await store.list_sessions(cursor=None, limit=10)
     assert [(s.session_id, s.active, s.turn_count) for s in page] == [
         (two.session_id, False, 0),
-        (one.session_id, True, 2),
+        (one.session_id, False, 2),  # which session is current is per connection, not stored
     ]
     assert (await store.get_session(one.session_id)).turn_count == 2
 
@@ -102,43 +101,18 @@ async def test_delete_session_removes_everything(store: SessionStore) -> None:
     gone = await store.create_session(title="gone", metadata={})
     await run_turn(store, gone.session_id)
     await store.save_compaction(gone.session_id, compaction("s"), archive_through_seq=1)
-    await store.set_active(gone.session_id)
     await store.delete_session(gone.session_id)
     with pytest.raises(SessionNotFound):
         await store.get_session(gone.session_id)
-    assert await store.get_active() is None
     page, _ = await store.list_sessions(cursor=None, limit=10)
     assert [s.session_id for s in page] == [keep.session_id]
     with pytest.raises(SessionNotFound):
         await store.delete_session(gone.session_id)
 
 
-async def test_deleting_another_session_keeps_the_active_one(store: SessionStore) -> None:
-    active = await store.create_session(title="a", metadata={})
-    other = await store.create_session(title="b", metadata={})
-    await store.set_active(active.session_id)
-    await store.delete_session(other.session_id)
-    assert await store.get_active() == active.session_id
-
-
-async def test_active_session(store: SessionStore) -> None:
-    assert await store.get_active() is None
-    one = await store.create_session(title="one", metadata={})
-    two = await store.create_session(title="two", metadata={})
-    await store.set_active(one.session_id)
-    await store.set_active(two.session_id)
-    assert await store.get_active() == two.session_id
-    assert (await store.get_session(two.session_id)).active
-    assert not (await store.get_session(one.session_id)).active
-    with pytest.raises(SessionNotFound):
-        await store.set_active("ses_missing")
-    assert await store.get_active() == two.session_id
-
-
 UNKNOWN_SESSION_CALLS: dict[str, Callable[[SessionStore], Awaitable[Any]]] = {
     "get_session": lambda s: s.get_session("ses_missing"),
     "delete_session": lambda s: s.delete_session("ses_missing"),
-    "set_active": lambda s: s.set_active("ses_missing"),
     "load_history": lambda s: s.load_history("ses_missing"),
     "all_messages": lambda s: s.all_messages("ses_missing"),
     "begin_turn": lambda s: s.begin_turn(running("ses_missing")),

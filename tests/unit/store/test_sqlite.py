@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from agent_server.errors import StoreError
+from agent_server.store import _sqlite_db
 from agent_server.store._common import INTERRUPTED_MESSAGE
 from agent_server.store._sqlite_db import SCHEMA_VERSION
 from agent_server.store.sqlite import SqliteStore
@@ -93,7 +94,6 @@ async def new_session(state: Path) -> str:
 async def test_reopening_shows_the_same_data(tmp_path: Path) -> None:
     store = await SqliteStore.open(tmp_path)
     session = await store.create_session(title="kept", metadata={"a": 1})
-    await store.set_active(session.session_id)
     record = running(session.session_id)
     await store.begin_turn(record)
     done = record.model_copy(update={"status": "completed", "final_text": "hi", "finished_at": utc_now()})
@@ -107,7 +107,6 @@ async def test_reopening_shows_the_same_data(tmp_path: Path) -> None:
 
     reopened = await SqliteStore.open(tmp_path)
     try:
-        assert await reopened.get_active() == session.session_id
         assert await reopened.get_turn(session.session_id, record.turn_id) == done
         after = (
             await reopened.get_session(session.session_id),
@@ -242,3 +241,29 @@ async def test_two_processes_write_concurrently(tmp_path: Path) -> None:
             assert user[0].turn_id == answer[0].turn_id  # a turn's messages are contiguous
     finally:
         await store.close()
+
+
+async def test_a_version_1_store_forgets_its_stored_active_session(tmp_path: Path) -> None:
+    """Version 1 kept one active session for every process; version 2 drops it (current sessions are per connection)."""
+    conn = sqlite3.connect(tmp_path / "state.db")
+    conn.executescript(_sqlite_db._SCHEMA_V1)  # pyright: ignore[reportPrivateUsage]
+    conn.execute(
+        "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at)"
+        " VALUES ('ses_1', 't', '{}', 'x', 'x')"
+    )
+    conn.execute("INSERT INTO meta (key, value) VALUES ('active', 'ses_1')")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    store = await SqliteStore.open(tmp_path)
+    try:
+        (session,), _ = await store.list_sessions(cursor=None, limit=5)
+    finally:
+        await store.close()
+    conn = sqlite3.connect(tmp_path / "state.db")
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == _sqlite_db.SCHEMA_VERSION == 2
+        assert conn.execute("SELECT count(*) FROM meta WHERE key = 'active'").fetchone()[0] == 0
+    finally:
+        conn.close()
+    assert (session.session_id, session.active) == ("ses_1", False)
