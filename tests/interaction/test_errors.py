@@ -89,3 +89,19 @@ async def test_every_tool_lists_input_and_output_schemas(tmp_path: Path, mode: s
         assert tool.input_schema["type"] == "object"
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
         assert tool.description
+
+
+async def test_every_tool_carries_annotations_hosts_can_gate_on(tmp_path: Path, mode: str) -> None:
+    async with connect(tmp_path, mode=mode) as h:
+        tools = {t.name: t for t in (await h.client.list_tools()).tools}
+    hints = {
+        name: (t.annotations.read_only_hint, t.annotations.destructive_hint, t.annotations.open_world_hint)
+        for name, t in tools.items()
+        if t.annotations is not None and t.annotations.title
+    }
+    assert hints.keys() == tools.keys()
+    read_only = {name for name, (ro, _, _) in hints.items() if ro}
+    assert read_only == {"session_list", "session_get", "agent_tools"}
+    assert {name for name, (_, destructive, _) in hints.items() if destructive} == {"session_delete"}
+    assert hints["run_turn"] == (False, False, True)
+    assert "session_id" in tools["run_turn"].description and "`new`" in tools["run_turn"].description

@@ -218,3 +218,25 @@ async def test_progress_is_strictly_increasing_with_one_line_messages(tmp_path: 
     assert "sampling (round 1)" in progress.messages
     assert any(m.startswith("list_dir: ok in") for m in progress.messages)
     assert progress.messages[-1] == "done: completed"
+
+
+async def test_timeout_s_counts_the_time_queued_behind_another_turn(tmp_path: Path, mode: str) -> None:
+    script = [{"delay_s": 5, "content": "slow"}, {"content": "never sampled"}]
+    sampling = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        if (message or "").startswith("sampling"):
+            sampling.set()
+
+    async with connect(tmp_path, script, mode=mode) as h:
+        session = (await h.call("session_create", {"title": "s"})).structured_content["session_id"]
+        with anyio.fail_after(4):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: h.call("run_turn", {"prompt": "slow"}, progress_callback=on_progress))
+                await sampling.wait()
+                queued = await h.call("run_turn", {"prompt": "quick", "session_id": session, "timeout_s": 0.3})
+                tg.cancel_scope.cancel()  # the slow turn is still running: the queued one ended first
+    record = queued.structured_content
+    assert record["status"] == "timed_out", record
+    assert "queueing included" in record["error"]["message"]
+    assert len(h.llm.calls) == 1, "the queued turn never reached the model"

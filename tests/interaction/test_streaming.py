@@ -64,3 +64,37 @@ async def test_client_without_the_extension_gets_progress_only(tmp_path: Path, m
             result = await client.call_tool("run_turn", {"prompt": "x"}, progress_callback=progress)
     assert result.structured_content["status"] == "completed"
     assert progress.messages[-1] == "done: completed"
+
+
+async def test_a_silent_model_call_sends_heartbeats_saying_what_the_turn_waits_on(tmp_path: Path, mode: str) -> None:
+    script = [{"delay_s": 0.6, "content": "slow answer"}, {"content": "second"}]
+    first, second = Progress(), Progress()
+    sampling = anyio.Event()
+
+    async def on_first(progress: float, total: float | None, message: str | None) -> None:
+        await first(progress, total, message)
+        if (message or "").startswith("sampling"):
+            sampling.set()
+
+    async with connect(tmp_path, script, mode=mode, heartbeat_s=0.1) as h:
+        session = (await h.call("session_create", {"title": "s"})).structured_content["session_id"]
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: h.call("run_turn", {"prompt": "a"}, progress_callback=on_first))
+                await sampling.wait()
+                await h.call("run_turn", {"prompt": "b", "session_id": session}, progress_callback=second)
+    assert any(m.startswith("waiting for the model (") for m in first.messages), first.messages
+    assert any(m.startswith("waiting for an earlier turn of this session to finish (") for m in second.messages)
+    values = [p for p, _, _ in first.updates]
+    assert values == sorted(set(values)), "heartbeats keep progress strictly increasing"
+    beats = [e for e in h.events.events if e["type"] == "status" and e["phase"] == "heartbeat"]
+    assert beats and all(e["message"].startswith("waiting for ") for e in beats)
+
+
+async def test_no_heartbeat_by_default_for_a_call_shorter_than_ten_seconds(tmp_path: Path, mode: str) -> None:
+    progress = Progress()
+    async with connect(tmp_path, [{"delay_s": 0.3, "content": "done"}], mode=mode) as h:
+        assert h.settings.heartbeat_s == 10
+        with anyio.fail_after(10):
+            await h.call("run_turn", {"prompt": "a"}, progress_callback=progress)
+    assert progress.messages and not [m for m in progress.messages if m.startswith("waiting for")]
