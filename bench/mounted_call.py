@@ -104,7 +104,7 @@ async def timed_turns(agent: RpcServer, turns: int, with_call: bool, progress: b
 
     for _ in range(turns):
         session_id = await new_session(agent, "bench mounted call")
-        args = {"prompt": "echo ping", "session_id": session_id}
+        args = {"prompt": "echo ping", "session_id": session_id, "detail": "full"}  # full: the check reads results
         start = time.perf_counter()
         result = await agent.call_tool("run_turn", args, on_progress=on_progress if progress else None)
         total += time.perf_counter() - start

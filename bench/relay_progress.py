@@ -117,7 +117,9 @@ async def relayed_burst(agent: RpcServer, n: int) -> tuple[Burst, float]:
             marks["ended"] = now
 
     start = time.perf_counter()
-    result = await agent.call_tool("run_turn", {"prompt": "burst", "session_id": session_id}, on_progress=on_progress)
+    result = await agent.call_tool(
+        "run_turn", {"prompt": "burst", "session_id": session_id, "detail": "full"}, on_progress=on_progress
+    )
     whole = time.perf_counter() - start
     record = result["structuredContent"]
     rounds = record["tool_rounds"]

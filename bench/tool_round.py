@@ -85,8 +85,9 @@ async def timed_turn(agent: RpcServer, n: int, progress: bool) -> tuple[float, i
     result = await agent.call_tool("run_turn", args, on_progress=on_progress if progress else None)
     elapsed = time.perf_counter() - start
     record = result["structuredContent"]
-    if record["status"] != "completed" or len(record["tool_rounds"]) != n:
-        raise RuntimeError(f"turn of {n} rounds ended {record['status']} after {len(record['tool_rounds'])} rounds")
+    rounds = len({call["round"] for call in record["tool_calls"]})
+    if record["status"] != "completed" or rounds != n:
+        raise RuntimeError(f"turn of {n} rounds ended {record['status']} after {rounds} rounds")
     return elapsed, seen[0]
 
 

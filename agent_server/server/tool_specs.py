@@ -133,6 +133,8 @@ class TurnResult(BaseModel):
     trace_id: str
     status: TurnStatus
     final_text: str
+    model_calls: int
+    """Model answers the turn received."""
     tool_calls: list[ToolCallLine]
     usage: Usage
     compaction: CompactionRecord | None = None
@@ -161,7 +163,8 @@ class TurnResult(BaseModel):
             for result in tool_round.tool_results
         ]
         full = record.model_dump(include=_FULL_ONLY) if detail == "full" else {}
-        return cls.model_validate({**summary, **full, "tool_calls": lines})
+        calls = len(record.assistant_turns)
+        return cls.model_validate({**summary, **full, "model_calls": calls, "tool_calls": lines})
 
 
 _FULL_ONLY = {"prompt", "trace", "assistant_turns", "tool_rounds", "transitions"}

@@ -177,8 +177,8 @@ def usage_line(record: dict[str, Any], took: float) -> tuple[str, str]:
     """The closing line of a turn and its style."""
     status = str(record.get("status", "?"))
     usage = record.get("usage") or {}
-    calls = sum(len(r.get("tool_results", [])) for r in record.get("tool_rounds", []))
-    parts = [status, f"{len(record.get('assistant_turns', []))} model call(s)", f"{calls} tool call(s)"]
+    calls = len(record.get("tool_calls", []))
+    parts = [status, f"{record.get('model_calls', 0)} model call(s)", f"{calls} tool call(s)"]
     parts.append(f"tokens {usage.get('prompt_tokens', 0):,} in / {usage.get('completion_tokens', 0):,} out")
     if usage.get("cost_usd") is not None:
         parts.append(f"${usage['cost_usd']:.4f}")

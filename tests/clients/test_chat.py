@@ -52,7 +52,9 @@ async def recorded_statuses(tmp_path: Path) -> list[str]:
     params = StdioServerParameters(command=command[0], args=command[1:], env=server_env())
     with anyio.fail_after(20):
         async with Client(params) as client:
-            session = await structured(client, "session_get", {})
+            # A new process has no current session (it is per connection): the chat's is the newest.
+            newest = (await structured(client, "session_list", {"limit": 1}))["sessions"][0]
+            session = await structured(client, "session_get", {"session_id": newest["session_id"]})
     return [turn["status"] for turn in session["turns"]]
 
 

@@ -52,7 +52,7 @@ async def test_inspector_lists_tools_and_calls_them(
     names = [tool["name"] for tool in listing["tools"]]
     assert len(names) == 9 and "run_turn" in names
     run_turn = next(tool for tool in listing["tools"] if tool["name"] == "run_turn")
-    assert run_turn["outputSchema"]["title"] == "TurnRecord"
+    assert run_turn["outputSchema"]["title"] == "TurnResult"
 
     created = await inspector(node_tools, layout, era, "tools/call", "session_create", title=f"inspector {era}")
     session = created["structuredContent"]
@@ -61,13 +61,15 @@ async def test_inspector_lists_tools_and_calls_them(
     listed = await inspector(node_tools, layout, era, "tools/call", "session_list")
     assert [s["session_id"] for s in listed["structuredContent"]["sessions"]] == [session["session_id"]]
 
-    turn = await inspector(node_tools, layout, era, "tools/call", "run_turn", prompt="What does hello.txt say?")
+    # Each Inspector call is a new server process, which has no current session: name the session.
+    question = {"prompt": "What does hello.txt say?", "session_id": session["session_id"]}
+    turn = await inspector(node_tools, layout, era, "tools/call", "run_turn", **question)
     record = turn["structuredContent"]
     assert turn["isError"] is False, record
     assert record["status"] == "completed" and record["session_id"] == session["session_id"]
     assert record["final_text"] == "The file says hello world."
     assert turn["content"] == [{"type": "text", "text": "The file says hello world."}]
-    assert [r["tool_results"][0]["name"] for r in record["tool_rounds"]] == ["read_file"]
+    assert [call["name"] for call in record["tool_calls"]] == ["read_file"]
 
     # Which era the connection used: only modern-era results carry the server-info stamp.
     modern = [SERVER_INFO_STAMP in (result.get("_meta") or {}) for result in (created, listed, turn)]
