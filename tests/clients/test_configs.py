@@ -165,3 +165,13 @@ async def test_snippet_starts_the_server_and_lists_its_tools(name: str, tmp_path
     assert {tool.name for tool in tools.tools} == EXPECTED_TOOLS
     assert state.is_error is False
     assert (workspace / ".agent_server" / "state.db").exists()  # the state went into the workspace given
+
+
+def test_the_headless_claude_code_line_allows_tools_the_configured_server_has() -> None:
+    servers = json.loads((CONFIGS / "claude_code" / ".mcp.json").read_text())["mcpServers"]
+    rules = re.findall(r"--allowedTools (mcp__[\w-]+)", (REPO / "clients" / "README.md").read_text())
+    assert rules, "clients/README.md shows no `claude -p ... --allowedTools` line"
+    for rule in rules:
+        _, server, *tool = rule.split("__")
+        assert server in servers, f"{rule}: no server {server!r} in the .mcp.json"
+        assert not tool or tool[0] in EXPECTED_TOOLS, f"{rule}: the server has no tool {tool[0]!r}"
