@@ -10,8 +10,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client, StdioServerParameters
 
-from tests.subprocess.helpers import REPO, server_env
+from tests.subprocess.helpers import MODES, REPO, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -51,6 +52,18 @@ def readme_demo_command() -> list[str]:
     first_block = text.split("```sh\n", 1)[1].split("```", 1)[0]
     words = shlex.split(first_block.splitlines()[0], comments=True)
     return words[len(words) - words[::-1].index("&&") :]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_demo_script_keeps_answering_turn_after_turn_inside_a_host(tmp_path: Path, mode: str) -> None:
+    demo = REPO / "clients" / "demo" / "list_workspace.json"
+    args = ["-m", "agent_server", "--workspace", str(tmp_path), "--state-dir", str(tmp_path / "state")]
+    params = StdioServerParameters(command=sys.executable, args=[*args, "--llm", f"script:{demo}"], env=server_env())
+    with anyio.fail_after(30):
+        async with Client(params, mode=mode) as client:
+            results = [await client.call_tool("run_turn", {"prompt": f"turn {n}"}) for n in range(3)]
+    assert [result.structured_content["status"] for result in results] == ["completed"] * 3
+    assert all(result.content[0].text.startswith(DEMO_ANSWER) for result in results)
 
 
 async def test_run_turn_client_exits_1_when_the_turn_fails(tmp_path: Path) -> None:
