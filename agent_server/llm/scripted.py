@@ -14,9 +14,10 @@ For tests, demos and users' own CI (`--llm script:PATH`). The script is a file
 Fields of a response (any other key is rejected when the script is loaded):
 
 - `content`: the answer text, streamed to `on_text` in a few chunks.
-- `tool_calls`: `[{"name", "arguments", "id"?}]`. `id` defaults to `call_<n>`, n counting the tool
-  calls of the whole script from 1. `arguments` is an object or a JSON string; a string that is
-  not a JSON object gives a `ToolCall` with `arguments={}` and `arguments_error` set.
+- `tool_calls`: `[{"name", "arguments", "id"?}]`. `id` defaults to `call_<n>`, n counting from 1
+  the tool calls the script has answered with so far (written ids count too). `arguments` is an
+  object or a JSON string; a string that is not a JSON object gives a `ToolCall` with
+  `arguments={}` and `arguments_error` set.
 - `reasoning`: the model's reasoning text.
 - `usage`: `{"prompt_tokens", "completion_tokens"}`; the total is their sum. Zero when absent.
 - `delay_s`: seconds to wait (cancellable) before answering.
@@ -26,20 +27,28 @@ Fields of a response (any other key is rejected when the script is loaded):
 - `expect_contains`: a string or list of strings that must each appear in the request's messages
   (their JSON form or their plain text); otherwise the call raises `ModelError` naming them.
 
-The script fails loudly: a response is consumed when its call starts (before the delay, so a
-cancelled slow call is not replayed by the next one), and a call after the last response raises
-`ModelError("script exhausted: ...")`.
+A response is consumed when its call starts (before the delay, so a cancelled slow call is not
+replayed by the next one). What a call after the last response gets is the script file's optional
+top-level `"when_exhausted"`:
+
+- `"fail"` (the default): `ModelError("script exhausted: ...")`, naming this option. Tests want
+  this: a script that runs out means the code under test made more model calls than it should.
+- `"repeat_last"`: the last response again, for every further call. Inside a host (an editor, the
+  Inspector, a chat) a script whose last response is a plain answer then keeps answering.
+- `"cycle"`: start over from the first response, so a tool round followed by an answer is
+  replayed turn after turn.
+
+`expect_contains` and `delay_s` apply to every replay; generated tool call ids keep counting, so
+they stay unique across replays. `"repeat_last"` and `"cycle"` need at least one response.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections import deque
 from collections.abc import Mapping, Sequence
-from functools import cached_property
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast, get_args
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -50,6 +59,16 @@ from agent_server.types import ToolCall, Usage
 
 STREAM_CHUNK_CHARS = 16
 """Streamed chunks are runs of whole words of at least this many characters (the last may be shorter)."""
+
+
+ExhaustionPolicy = Literal["fail", "repeat_last", "cycle"]
+"""What a call after the last response gets: an error, the last response again, or the first again."""
+
+EXHAUSTION_POLICIES: tuple[str, ...] = get_args(ExhaustionPolicy)
+_EXHAUSTED_HINT = (
+    'add responses, or set the script file\'s top-level "when_exhausted" to "repeat_last" '
+    '(answer with the last response again) or "cycle" (start over from the first)'
+)
 
 
 class _Strict(BaseModel):
@@ -99,22 +118,18 @@ class _Step:
     loading a script at startup does not build the conversation models (start-up cost).
     """
 
-    def __init__(self, index: int, entry: ScriptedResponse, call_ids: list[str]) -> None:
+    def __init__(self, index: int, entry: ScriptedResponse) -> None:
         self.index = index
         self.entry = entry
-        self.call_ids = call_ids
         expected = entry.expect_contains
         self.expect: tuple[str, ...] = (expected,) if isinstance(expected, str) else tuple(expected or ())
 
-    @cached_property
-    def response(self) -> ModelResponse:
+    def response(self, call_ids: list[str]) -> ModelResponse:
         entry = self.entry
         usage = entry.usage or ScriptedUsage()
         return ModelResponse(
             text=entry.content,
-            tool_calls=[
-                _tool_call(spec, call_id) for spec, call_id in zip(entry.tool_calls, self.call_ids, strict=True)
-            ],
+            tool_calls=[_tool_call(spec, call_id) for spec, call_id in zip(entry.tool_calls, call_ids, strict=True)],
             reasoning=entry.reasoning,
             usage=Usage(
                 prompt_tokens=usage.prompt_tokens,
@@ -133,20 +148,32 @@ class ScriptedLLM:
 
     name = "script"
 
-    def __init__(self, responses: Sequence[Mapping[str, Any] | ScriptedResponse], *, source: str = "script") -> None:
+    def __init__(
+        self,
+        responses: Sequence[Mapping[str, Any] | ScriptedResponse],
+        *,
+        source: str = "script",
+        when_exhausted: ExhaustionPolicy = "fail",
+    ) -> None:
         """Validate the responses.
 
         Raises:
-            ConfigError: a response is malformed; the message names its index and the bad key.
+            ConfigError: a response is malformed (the message names its index and the bad key), or
+                `when_exhausted` asks to replay an empty script.
         """
         try:
             entries = _RESPONSES_ADAPTER.validate_python(list(responses))
         except ValidationError as exc:
             raise ConfigError(f"invalid {source}: {_describe(exc)}") from exc
+        if when_exhausted != "fail" and not entries:
+            raise ConfigError(f'invalid {source}: "when_exhausted": "{when_exhausted}" needs at least one response')
         self.source = source
+        self.when_exhausted: ExhaustionPolicy = when_exhausted
         self.total = len(entries)
         self.calls: list[ModelRequest] = []
-        self._steps = deque(_build_steps(entries))
+        self._steps = [_Step(index, entry) for index, entry in enumerate(entries)]
+        self._used = 0  # model calls answered (or failed) so far
+        self._tool_calls = 0  # tool calls answered so far, for the generated ids
 
     @classmethod
     def from_file(cls, path: Path | str) -> ScriptedLLM:
@@ -168,19 +195,21 @@ class ScriptedLLM:
         responses = cast(dict[str, Any], data).get("responses") if isinstance(data, dict) else None
         if not isinstance(responses, list):
             raise ConfigError(f'script file {path} must hold an object {{"responses": [...]}}')
-        extra = sorted(key for key in cast(dict[str, Any], data) if key != "responses")
+        top = cast(dict[str, Any], data)
+        extra = sorted(key for key in top if key not in ("responses", "when_exhausted"))
         if extra:
             raise ConfigError(f"script file {path}: unknown top-level key(s) {', '.join(map(repr, extra))}")
-        return cls(cast(list[Any], responses), source=f"script file {path}")
+        policy = _exhaustion_policy(top.get("when_exhausted", "fail"), f"script file {path}")
+        return cls(cast(list[Any], responses), source=f"script file {path}", when_exhausted=policy)
 
     @property
     def remaining(self) -> int:
-        """How many responses are left."""
-        return len(self._steps)
+        """How many responses have not been used yet (replays do not count)."""
+        return max(0, self.total - self._used)
 
     def assert_complete(self) -> None:
         """Fail a test that left responses unused."""
-        if self._steps:
+        if self.remaining:
             raise AssertionError(f"{self.remaining} of {self.total} scripted responses were not used")
 
     async def complete(
@@ -189,22 +218,43 @@ class ScriptedLLM:
         """Answer with the next response of the script.
 
         Raises:
-            ModelError: the script is exhausted, the request lacks an expected string, or the
-                response is a scripted error.
+            ModelError: the script is exhausted (with `"when_exhausted": "fail"`), the request
+                lacks an expected string, or the response is a scripted error.
         """
         self.calls.append(request)
-        if not self._steps:
-            raise ModelError(f"script exhausted: all {self.total} responses used")
-        step = self._steps.popleft()
+        step = self._next_step()
+        if step is None:
+            raise ModelError(f"script exhausted: all {self.total} responses used ({self.source}); {_EXHAUSTED_HINT}")
+        response = step.response(self._next_call_ids(step))
         _check_expectations(step, request)
         if step.entry.delay_s > 0:
             await anyio.sleep(step.entry.delay_s)
         if on_text is not None:
-            for chunk in stream_chunks(step.response.text):
+            for chunk in stream_chunks(response.text):
                 await on_text(chunk)
         if step.entry.error is not None:
             raise ModelError(step.entry.error.message)
-        return step.response.model_copy(update={"model": request.model or self.name})
+        return response.model_copy(update={"model": request.model or self.name})
+
+    def _next_step(self) -> _Step | None:
+        """The step for this call, consumed; None when the script is exhausted and should fail."""
+        if self._used < self.total:
+            step = self._steps[self._used]
+        elif self.when_exhausted == "repeat_last":
+            step = self._steps[-1]
+        elif self.when_exhausted == "cycle":
+            step = self._steps[self._used % self.total]
+        else:
+            return None
+        self._used += 1
+        return step
+
+    def _next_call_ids(self, step: _Step) -> list[str]:
+        ids: list[str] = []
+        for spec in step.entry.tool_calls:
+            self._tool_calls += 1
+            ids.append(spec.id or f"call_{self._tool_calls}")
+        return ids
 
 
 def stream_chunks(text: str, size: int = STREAM_CHUNK_CHARS) -> list[str]:
@@ -221,16 +271,11 @@ def stream_chunks(text: str, size: int = STREAM_CHUNK_CHARS) -> list[str]:
     return chunks
 
 
-def _build_steps(entries: list[ScriptedResponse]) -> list[_Step]:
-    steps: list[_Step] = []
-    call_number = 0
-    for index, entry in enumerate(entries):
-        call_ids: list[str] = []
-        for spec in entry.tool_calls:
-            call_number += 1
-            call_ids.append(spec.id or f"call_{call_number}")
-        steps.append(_Step(index, entry, call_ids))
-    return steps
+def _exhaustion_policy(value: object, source: str) -> ExhaustionPolicy:
+    if value not in EXHAUSTION_POLICIES:
+        choices = ", ".join(f'"{policy}"' for policy in EXHAUSTION_POLICIES)
+        raise ConfigError(f'{source}: "when_exhausted" must be one of {choices}, not {json.dumps(value)}')
+    return cast(ExhaustionPolicy, value)
 
 
 def _tool_call(spec: ScriptedToolCall, call_id: str) -> ToolCall:

@@ -3,7 +3,7 @@
 
     python clients/chat/chat.py                                        # workspace: cwd; model: the server's default
     python clients/chat/chat.py --workspace ~/project --llm openai:gpt-4.1-mini
-    python clients/chat/chat.py --llm script:clients/demo/read_readme.json -- --config ~/agent.toml
+    python clients/chat/chat.py --llm script:clients/demo/list_workspace.json -- --config ~/agent.toml
 
 The server is spawned as `python -m agent_server` with the same interpreter (everything after `--`
 is appended to its command line) and spoken to only through MCP: the SDK's `Client` over stdio,

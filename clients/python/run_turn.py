@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run one agent turn through agent-server over MCP and print the answer.
 
-    python clients/python/run_turn.py                      # the demo: summarise ./README.md (scripted model)
+    python clients/python/run_turn.py                      # the demo: list ./ and answer (scripted model)
     python clients/python/run_turn.py "What is in src/?" --llm script:my_script.json --workspace ~/project
     python clients/python/run_turn.py "Go on" --state-dir ~/project/.agent_server --session ses_...
 
@@ -24,8 +24,8 @@ import anyio
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.types import TextContent
 
-DEMO_SCRIPT = Path(__file__).resolve().parent.parent / "demo" / "read_readme.json"
-DEFAULT_PROMPT = "Summarise this workspace's README in one sentence."
+DEMO_SCRIPT = Path(__file__).resolve().parent.parent / "demo" / "list_workspace.json"
+DEFAULT_PROMPT = "What is in this workspace?"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

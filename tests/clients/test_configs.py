@@ -1,8 +1,12 @@
 """The client config snippets in clients/configs/: each parses, and the command line it holds starts the server.
 
-Only what a user must fill in is substituted: the workspace placeholder (or the editor's `${workspaceFolder}`)
-becomes a temporary directory, the editor's other `${...}` references become dummy values, and the command
-`agent-server` becomes the console script of this environment. The model flags and env stay as pasted.
+Each snippet is parsed with its host's format (TOML for Codex, JSON for the others: strict JSON is a subset of
+the JSONC that VS Code and Zed also accept) and the keys each host needs are checked (see clients/README.md for
+why each is there). Only what a user must fill in is substituted: the workspace placeholder (or the editor's
+`${workspaceFolder}`) becomes a temporary directory, a `--workspace .` runs the server in that directory (the
+host starts it in the project), `${VAR:-default}` becomes its default and other `${...}` references dummy
+values, and the command `agent-server` becomes the console script of this environment. The model flags and
+env stay as pasted.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ EXPECTED_TOOLS = {
 }
 
 
+MIN_TOOL_TIMEOUT_S = 300  # a run_turn is a whole agent turn: a host limit below this cuts ordinary turns
+
+
 @dataclass
 class Entry:
     command: str
@@ -70,18 +77,46 @@ def cursor(path: Path) -> Entry:
 
 def codex(path: Path) -> Entry:
     entry = tomllib.loads(path.read_text())["mcp_servers"]["agent"]
-    assert entry["tool_timeout_sec"] >= 300, "run_turn outlives Codex's default 60 s tool timeout"
+    assert entry["required"] is True, "codex exec must wait for the server's `initialize`"
+    assert entry["default_tools_approval_mode"] == "approve", "codex exec refuses calls that need approval"
+    assert entry["startup_timeout_sec"] >= 20, "Codex's 10 s default is tight on a loaded machine"
+    assert entry["tool_timeout_sec"] >= MIN_TOOL_TIMEOUT_S
+    assert "60 s" not in path.read_text(), "the stale claim about Codex's default tool timeout is back"
     return Entry(entry["command"], entry["args"], entry.get("env", {}), entry.get("env_vars", []))
+
+
+def claude_code(path: Path) -> Entry:
+    entry = json.loads(path.read_text())["mcpServers"]["agent"]
+    assert entry["type"] == "stdio"
+    assert entry["alwaysLoad"] is True, "without it Claude Code hides the tools behind its tool search"
+    assert _milliseconds(entry["timeout"]) >= MIN_TOOL_TIMEOUT_S
+    return _json_entry({"agent": entry})
+
+
+def gemini(path: Path) -> Entry:
+    entry = json.loads(path.read_text())["mcpServers"]["agent"]
+    assert _milliseconds(entry["timeout"]) >= MIN_TOOL_TIMEOUT_S
+    assert isinstance(entry["trust"], bool)
+    return _json_entry({"agent": entry})
 
 
 def zed(path: Path) -> Entry:
     entry = json.loads(path.read_text())["context_servers"]["agent"]
     assert entry["source"] == "custom"
+    assert isinstance(entry["timeout"], int) and MIN_TOOL_TIMEOUT_S <= entry["timeout"] <= 600  # seconds; Zed's max
     return Entry(entry["command"], entry["args"], entry.get("env", {}), [])
+
+
+def _milliseconds(timeout: object) -> float:
+    """A host timeout in milliseconds, as seconds; a value under 1000 is someone writing seconds by mistake."""
+    assert isinstance(timeout, int) and timeout >= 1000, f"timeout {timeout!r} is in milliseconds"
+    return timeout / 1000
 
 
 SNIPPETS = {
     "claude_desktop_config.json": claude_desktop,
+    "claude_code/.mcp.json": claude_code,
+    "gemini/settings.json": gemini,
     "vscode/mcp.json": vscode,
     "cursor/mcp.json": cursor,
     "codex/config.toml": codex,
@@ -96,6 +131,7 @@ def test_every_snippet_is_covered() -> None:
 
 def substitute(value: str, workspace: Path) -> str:
     value = value.replace(WORKSPACE_PLACEHOLDER, str(workspace)).replace("${workspaceFolder}", str(workspace))
+    value = re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*:-([^}]*)\}", r"\1", value)
     return re.sub(r"\$\{[^}]+\}", "placeholder", value)
 
 
@@ -116,10 +152,12 @@ async def test_snippet_starts_the_server_and_lists_its_tools(name: str, tmp_path
     workspace = tmp_path / "project"
     workspace.mkdir()
     args = [substitute(arg, workspace) for arg in entry.args]
-    assert args[args.index("--workspace") + 1] == str(workspace)
+    relative = args[args.index("--workspace") + 1] == "."  # the host starts the server in the project directory
+    assert relative or args[args.index("--workspace") + 1] == str(workspace)
     env = server_env() | {key: substitute(value, workspace) for key, value in entry.env.items()}
     env |= dict.fromkeys(entry.forwarded, "placeholder")
-    params = StdioServerParameters(command=console_script(), args=args, env=env, cwd=str(tmp_path))
+    cwd = workspace if relative else tmp_path
+    params = StdioServerParameters(command=console_script(), args=args, env=env, cwd=str(cwd))
     with anyio.fail_after(20):
         async with Client(params, mode="legacy") as client:
             tools = await client.list_tools()
@@ -127,3 +165,13 @@ async def test_snippet_starts_the_server_and_lists_its_tools(name: str, tmp_path
     assert {tool.name for tool in tools.tools} == EXPECTED_TOOLS
     assert state.is_error is False
     assert (workspace / ".agent_server" / "state.db").exists()  # the state went into the workspace given
+
+
+def test_the_headless_claude_code_line_allows_tools_the_configured_server_has() -> None:
+    servers = json.loads((CONFIGS / "claude_code" / ".mcp.json").read_text())["mcpServers"]
+    rules = re.findall(r"--allowedTools (mcp__[\w-]+)", (REPO / "clients" / "README.md").read_text())
+    assert rules, "clients/README.md shows no `claude -p ... --allowedTools` line"
+    for rule in rules:
+        _, server, *tool = rule.split("__")
+        assert server in servers, f"{rule}: no server {server!r} in the .mcp.json"
+        assert not tool or tool[0] in EXPECTED_TOOLS, f"{rule}: the server has no tool {tool[0]!r}"

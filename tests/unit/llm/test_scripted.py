@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import anyio
@@ -62,6 +63,78 @@ async def test_exhausted_script_raises_model_error() -> None:
     with pytest.raises(ModelError, match="script exhausted: all 1 responses used"):
         await llm.complete(request("two"))
     assert len(llm.calls) == 2
+
+
+async def test_exhaustion_message_says_how_to_keep_answering(tmp_path: Path) -> None:
+    path = write_script(tmp_path, {"responses": [{"content": "only"}]})
+    llm = ScriptedLLM.from_file(path)
+    await llm.complete(request("one"))
+    with pytest.raises(ModelError) as info:
+        await llm.complete(request("two"))
+    message = info.value.message
+    assert str(path) in message
+    assert '"when_exhausted"' in message and '"repeat_last"' in message and '"cycle"' in message
+
+
+async def test_repeat_last_answers_with_the_last_response_after_the_script_ends(tmp_path: Path) -> None:
+    script = {"when_exhausted": "repeat_last", "responses": [{"content": "first"}, {"content": "again"}]}
+    llm = ScriptedLLM.from_file(write_script(tmp_path, script))
+    answers = [(await llm.complete(request(str(n)))).text for n in range(5)]
+    assert answers == ["first", "again", "again", "again", "again"]
+    assert llm.remaining == 0
+    llm.assert_complete()
+
+
+async def test_cycle_starts_over_and_keeps_generated_tool_call_ids_unique() -> None:
+    tool_round = {"tool_calls": [{"name": "list_dir"}, {"name": "read_file", "id": "mine"}]}
+    llm = ScriptedLLM([tool_round, {"content": "answer"}], when_exhausted="cycle")
+    responses = [await llm.complete(request(str(n))) for n in range(5)]
+    assert [r.text for r in responses] == ["", "answer", "", "answer", ""]
+    ids = [[call.id for call in r.tool_calls] for r in responses if r.tool_calls]
+    assert ids == [["call_1", "mine"], ["call_3", "mine"], ["call_5", "mine"]]
+
+
+async def test_replayed_responses_still_check_their_expectations() -> None:
+    llm = ScriptedLLM([{"expect_contains": "needle", "content": "found"}], when_exhausted="repeat_last")
+    assert (await llm.complete(request("a needle"))).text == "found"
+    with pytest.raises(ModelError, match="script response 0: the request does not contain 'needle'"):
+        await llm.complete(request("nothing here"))
+
+
+def test_remaining_counts_unused_responses_for_a_replaying_script() -> None:
+    llm = ScriptedLLM([{"content": "a"}, {"content": "b"}], when_exhausted="cycle")
+    assert llm.remaining == 2
+    with pytest.raises(AssertionError, match="2 of 2"):
+        llm.assert_complete()
+
+
+@pytest.mark.parametrize("policy", ["repeat_last", "cycle"])
+def test_a_replaying_script_needs_a_response(tmp_path: Path, policy: str) -> None:
+    path = write_script(tmp_path, {"when_exhausted": policy, "responses": []})
+    with pytest.raises(ConfigError, match=f'"when_exhausted": "{policy}" needs at least one response'):
+        ScriptedLLM.from_file(path)
+
+
+@pytest.mark.parametrize("value", ["loop", None, 3])
+def test_an_unknown_when_exhausted_is_a_config_error_listing_the_choices(tmp_path: Path, value: object) -> None:
+    path = write_script(tmp_path, {"when_exhausted": value, "responses": [{"content": "a"}]})
+    with pytest.raises(ConfigError) as info:
+        ScriptedLLM.from_file(path)
+    assert str(path) in info.value.message
+    assert '"when_exhausted" must be one of "fail", "repeat_last", "cycle"' in info.value.message
+
+
+async def test_when_exhausted_fail_is_the_default_and_can_be_written(tmp_path: Path) -> None:
+    llm = ScriptedLLM.from_file(write_script(tmp_path, {"when_exhausted": "fail", "responses": []}))
+    assert llm.when_exhausted == "fail"
+    with pytest.raises(ModelError, match="script exhausted"):
+        await llm.complete(request("x"))
+
+
+def write_script(tmp_path: Path, script: Mapping[str, object]) -> Path:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps(script), encoding="utf-8")
+    return path
 
 
 async def test_assert_complete_fails_when_responses_are_left() -> None:
