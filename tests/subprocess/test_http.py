@@ -22,13 +22,13 @@ SCRIPT = [
 
 
 @asynccontextmanager
-async def http_server(dirs: ServerDirs, port: int) -> AsyncIterator[str]:
-    argv = dirs.argv(SCRIPT) + ["--transport", "streamable-http", "--port", str(port)]
+async def http_server(dirs: ServerDirs, port: int, host: str = "127.0.0.1") -> AsyncIterator[str]:
+    argv = dirs.argv(SCRIPT) + ["--transport", "streamable-http", "--host", host, "--port", str(port)]
     process = await anyio.open_process(argv, env=server_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}/mcp"
+    url = f"http://{host}:{port}/mcp"
     try:
         with anyio.fail_after(20):
-            await _wait_listening(port)
+            await _wait_listening(host, port)
         yield url
     finally:
         process.terminate()
@@ -37,11 +37,11 @@ async def http_server(dirs: ServerDirs, port: int) -> AsyncIterator[str]:
         await process.aclose()
 
 
-async def _wait_listening(port: int) -> None:
+async def _wait_listening(host: str, port: int) -> None:
     # The server is another process: poll its port until it accepts connections.
     while True:
         try:
-            stream = await anyio.connect_tcp("127.0.0.1", port)
+            stream = await anyio.connect_tcp(host, port)
         except OSError:
             await anyio.sleep(0.05)
             continue
@@ -68,10 +68,15 @@ async def test_run_turn_over_streamable_http(dirs: ServerDirs, free_tcp_port: in
     assert updates and updates[-1] == "done: completed"
 
 
-async def test_dns_rebinding_protection_rejects_foreign_hosts(dirs: ServerDirs, free_tcp_port: int) -> None:
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"])
+async def test_dns_rebinding_protection_rejects_foreign_hosts(dirs: ServerDirs, free_tcp_port: int, host: str) -> None:
+    """Every loopback address is protected, not only the spellings the SDK knows (127.0.0.2 was not)."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    headers = {"Host": "evil.example:80", "Accept": "application/json, text/event-stream"}
-    async with http_server(dirs, free_tcp_port) as url, httpx.AsyncClient() as http:
+    accept = {"Accept": "application/json, text/event-stream"}
+    async with http_server(dirs, free_tcp_port, host) as url, httpx.AsyncClient() as http:
         with anyio.fail_after(10):
-            response = await http.post(url, json=body, headers=headers)
-    assert response.status_code in (403, 421)
+            foreign = await http.post(url, json=body, headers={**accept, "Host": "evil.example:80"})
+            origin = await http.post(url, json=body, headers={**accept, "Origin": "http://evil.example"})
+            own = await http.post(url, json=body, headers=accept)
+    assert (foreign.status_code, origin.status_code) == (421, 403)
+    assert own.status_code != 421, own.text
