@@ -20,7 +20,6 @@ from agent_server.types import Message, SessionInfo, StoredMessage, TurnRecord, 
 logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 10.0
-SCHEMA_VERSION = 1
 _SCHEMA_V1 = """
 CREATE TABLE sessions (
     ordinal INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -60,7 +59,8 @@ CREATE TABLE compactions (
 CREATE INDEX compactions_by_session ON compactions (session_id, ordinal);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-_MIGRATIONS = [_SCHEMA_V1]  # _MIGRATIONS[n] takes the schema from version n to n + 1
+_MIGRATIONS = [_SCHEMA_V1]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
+SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 def dump(model: BaseModel) -> str:
@@ -80,23 +80,31 @@ def transaction(conn: sqlite3.Connection, *, write: bool) -> Generator[sqlite3.C
 
 
 def connect(path: Path) -> sqlite3.Connection:
+    """A connection with per-connection settings only: nothing in the file changes until `migrate`."""
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     return conn
 
 
 def migrate(conn: sqlite3.Connection) -> None:
+    """Refuse a newer schema before touching the file; then switch to WAL and bring the schema up to date."""
+    _check_version(conn)
+    conn.execute("PRAGMA journal_mode = WAL")  # persistent: only for a database this version can use
     with transaction(conn, write=True):
-        version: int = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"state.db has schema version {version}, newer than this agent-server's {SCHEMA_VERSION}")
+        version = _check_version(conn)  # again inside the transaction: another process may have migrated
         for script in _MIGRATIONS[version:]:
             for statement in script.split(";"):
                 if statement.strip():
                     conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _check_version(conn: sqlite3.Connection) -> int:
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"state.db has schema version {version}, newer than this agent-server's {SCHEMA_VERSION}")
+    return version
 
 
 def interrupt_dead_owners(conn: sqlite3.Connection, owners_dir: Path, me: str) -> None:

@@ -137,6 +137,22 @@ async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     assert list((tmp_path / "owners").iterdir()) == []
 
 
+async def test_a_newer_schema_is_refused_before_the_file_is_changed(tmp_path: Path) -> None:
+    """A newer agent-server's database in rollback-journal mode stays exactly as it was (no WAL switch)."""
+    db = tmp_path / "state.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE future (x)")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(StoreError, match="newer"):
+        await SqliteStore.open(tmp_path)
+    assert db.read_bytes() == before
+    assert not (tmp_path / "state.db-wal").exists()
+    with contextlib.closing(sqlite3.connect(db)) as check:
+        assert check.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
 async def test_a_closed_store_raises_store_error(tmp_path: Path) -> None:
     store = await SqliteStore.open(tmp_path)
     await store.close()
