@@ -10,6 +10,7 @@ Turns left `running` by a process that died are marked `interrupted` by the next
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import sqlite3
@@ -70,8 +71,11 @@ class SqliteStore:
 
     @classmethod
     def _open_sync(cls, state_dir: Path) -> SqliteStore:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        owner = OwnerLock(state_dir / "owners")
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True)
+            owner = OwnerLock(state_dir / "owners")
+        except OSError as exc:
+            raise _open_failure(state_dir, exc) from exc
         try:
             conn = connect(state_dir / "state.db")
             try:
@@ -80,9 +84,9 @@ class SqliteStore:
             except BaseException:
                 conn.close()
                 raise
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             owner.release()
-            raise StoreError(f"cannot open the session store in {state_dir}: {exc}") from exc
+            raise _open_failure(state_dir, exc) from exc
         except BaseException:
             owner.release()
             raise
@@ -306,6 +310,19 @@ class SqliteStore:
                 self._owner.release()
 
         await anyio.to_thread.run_sync(run)
+
+
+def _open_failure(state_dir: Path, exc: sqlite3.Error | OSError) -> StoreError:
+    """A readable StoreError for a state dir that cannot be used (not a directory, not writable, ...)."""
+    if isinstance(exc, NotADirectoryError | FileExistsError):
+        reason = "it (or a directory above it) is a file, not a directory"
+    elif isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EROFS:
+        reason = "the directory is not writable"
+    elif isinstance(exc, OSError):
+        reason = (exc.strerror or str(exc)).lower()
+    else:
+        reason = str(exc)
+    return StoreError(f"cannot open the session store in {state_dir}: {reason}; choose another with --state-dir")
 
 
 def _fork(conn: sqlite3.Connection, source: str, target: str, at_turn: str | None, title: str | None) -> SessionInfo:

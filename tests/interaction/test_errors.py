@@ -89,3 +89,15 @@ async def test_every_tool_lists_input_and_output_schemas(tmp_path: Path, mode: s
         assert tool.input_schema["type"] == "object"
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
         assert tool.description
+
+
+async def test_a_state_dir_that_is_a_file_is_a_store_error(tmp_path: Path, mode: str) -> None:
+    (tmp_path / "state").write_text("not a directory")
+    async with connect(tmp_path, [{"content": "unused"}], mode=mode) as h:
+        results = [await h.call("run_turn", {"prompt": "x"}), await h.call("session_list")]
+    for result in results:
+        assert result.is_error is True
+        assert result.structured_content["error"]["type"] == "store_error"
+        message = result.content[0].text
+        assert "cannot open the session store" in message and "not a directory" in message
+        assert "Errno" not in message

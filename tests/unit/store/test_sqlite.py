@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import subprocess
@@ -258,3 +259,22 @@ async def test_two_processes_write_concurrently(tmp_path: Path) -> None:
             assert user[0].turn_id == answer[0].turn_id  # a turn's messages are contiguous
     finally:
         await store.close()
+
+
+async def test_a_state_dir_that_is_a_file_is_a_readable_store_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    for state in (tmp_path / "file", tmp_path / "file" / "below"):
+        with pytest.raises(StoreError, match="is a file, not a directory") as caught:
+            await SqliteStore.open(state)
+        assert "Errno" not in caught.value.message
+
+
+async def test_a_read_only_state_dir_is_a_readable_store_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tests may run as root, for whom permissions do not apply: the OS refusal is simulated.
+    def refuse(path: str, *args: object, **kwargs: object) -> int:
+        raise PermissionError(errno.EACCES, "Permission denied", path)
+
+    monkeypatch.setattr(os, "open", refuse)
+    with pytest.raises(StoreError, match="the directory is not writable") as caught:
+        await SqliteStore.open(tmp_path / "state")
+    assert "Errno" not in caught.value.message
