@@ -64,7 +64,11 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 def dump(model: BaseModel) -> str:
-    return json.dumps(model.model_dump(mode="json", by_alias=True), ensure_ascii=False)
+    """The model as stored JSON; StoreError when it cannot be serialised (e.g. nested too deep)."""
+    try:
+        return json.dumps(model.model_dump(mode="json", by_alias=True), ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise StoreError(f"session store: cannot serialise the {type(model).__name__}: {exc}") from exc
 
 
 @contextlib.contextmanager

@@ -107,6 +107,8 @@ class SqliteStore:
                     return fn(self._conn)
             except (sqlite3.Error, ValidationError, json.JSONDecodeError) as exc:
                 raise StoreError(f"session store: {exc}") from exc
+            except UnicodeError as exc:  # text sqlite cannot encode (a lone surrogate)
+                raise StoreError(f"session store: cannot encode the record: {exc}") from exc
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self._locked, fn, False)

@@ -216,3 +216,24 @@ async def test_progress_is_strictly_increasing_with_one_line_messages(tmp_path: 
     assert "sampling (round 1)" in progress.messages
     assert any(m.startswith("list_dir: ok in") for m in progress.messages)
     assert progress.messages[-1] == "done: completed"
+
+
+async def test_arguments_nested_500_deep_are_an_error_result_for_the_model(tmp_path: Path, mode: str) -> None:
+    deep: dict[str, object] = {}
+    inner = deep
+    for _ in range(500):
+        inner["a"] = {}
+        inner = inner["a"]  # pyright: ignore[reportAssignmentType]
+    script = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "x", "deep": deep}}]},
+        {"expect_contains": "nested deeper than", "content": "I will send flatter arguments."},
+    ]
+    async with connect(tmp_path, script, mode=mode) as h:
+        with anyio.fail_after(5):
+            result = await h.call("run_turn", {"prompt": "go"})
+            session = await h.call("session_get", {"session_id": result.structured_content["session_id"]})
+    record = result.structured_content
+    assert (result.is_error, record["status"]) == (False, "completed"), record
+    (tool_result,) = record["tool_rounds"][0]["tool_results"]
+    assert tool_result["is_error"] is True
+    assert [t["status"] for t in session.structured_content["turns"]] == ["completed"]

@@ -278,3 +278,31 @@ async def test_a_read_only_state_dir_is_a_readable_store_error(tmp_path: Path, m
     with pytest.raises(StoreError, match="the directory is not writable") as caught:
         await SqliteStore.open(tmp_path / "state")
     assert "Errno" not in caught.value.message
+
+
+async def test_a_record_nested_too_deep_is_a_store_error_and_writes_nothing(tmp_path: Path) -> None:
+    from agent_server.types import AssistantTurn, ToolCall
+
+    deep: dict[str, object] = {}
+    inner = deep
+    for _ in range(500):
+        inner["a"] = {}
+        inner = inner["a"]  # pyright: ignore[reportAssignmentType]
+    session_id = await new_session(tmp_path)
+    store = await SqliteStore.open(tmp_path)
+    try:
+        record = running(session_id)
+        await store.begin_turn(record)
+        call = ToolCall(id="c", name="t", arguments=deep)
+        done = record.model_copy(
+            update={
+                "status": "completed",
+                "assistant_turns": [AssistantTurn(phase="initial", text="", tool_calls=[call])],
+            }
+        )
+        with pytest.raises(StoreError, match="cannot serialise"):
+            await store.finish_turn(done, [Message(role="user", content="p")])
+        assert (await store.get_turn(session_id, record.turn_id)).status == "running"
+        assert await store.all_messages(session_id) == []
+    finally:
+        await store.close()
