@@ -179,6 +179,14 @@ def head_seq(conn: sqlite3.Connection, session_id: str) -> int:
     return conn.execute("SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
 
 
+def archived_since(conn: sqlite3.Connection, session_id: str, seq: int) -> bool:
+    """True when a message of the session with `seq` or later is archived."""
+    row = conn.execute(
+        "SELECT 1 FROM messages WHERE session_id = ? AND seq >= ? AND archived = 1 LIMIT 1", (session_id, seq)
+    ).fetchone()
+    return row is not None
+
+
 def touch(conn: sqlite3.Connection, session_id: str) -> None:
     conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (utc_now(), session_id))
 

@@ -9,6 +9,10 @@ Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` chec
 - History messages are ordered by `seq`, increasing within a session. Compaction archives the
   messages with `seq <= archive_through_seq` (they stay stored, marked archived) and sets the
   session's summary; `load_history` returns the summary and the live messages only.
+- Compaction is atomic against the store's current state: `save_compaction` is told the first
+  message its summary folds (`live_from_seq`) and refuses with `CompactionConflict`, storing
+  nothing, when a message from there on was archived meanwhile (another process compacted the
+  session after this one loaded its history), since the new summary would not cover them.
 - A fork copies the history as it stood right after `at_turn` (or all of it), with the
   summary and archive marks that were in force then, into a new session.
 - Every method raises `SessionNotFound` for an unknown session id, except `finish_turn`.
@@ -52,7 +56,9 @@ class SessionStore(Protocol):
         self, session_id: str, *, cursor: str | None, limit: int
     ) -> tuple[list[TurnRecord], str | None]: ...
 
-    async def save_compaction(self, session_id: str, record: CompactionRecord, *, archive_through_seq: int) -> None: ...
+    async def save_compaction(
+        self, session_id: str, record: CompactionRecord, *, archive_through_seq: int, live_from_seq: int
+    ) -> None: ...
 
     async def list_compactions(self, session_id: str) -> list[CompactionRecord]: ...
 

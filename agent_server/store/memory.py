@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
+from agent_server.errors import CompactionConflict, SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
 from agent_server.types import (
     CompactionRecord,
@@ -180,9 +180,17 @@ class MemoryStore:
 
     # --- compactions and forks ----------------------------------------------------------
 
-    async def save_compaction(self, session_id: str, record: CompactionRecord, *, archive_through_seq: int) -> None:
-        """Store the record; unless it is a dry run, archive `seq <= archive_through_seq` and set the summary."""
+    async def save_compaction(
+        self, session_id: str, record: CompactionRecord, *, archive_through_seq: int, live_from_seq: int
+    ) -> None:
+        """Store the record; unless it is a dry run, archive `seq <= archive_through_seq` and set the summary.
+
+        Raises:
+            CompactionConflict: (not for a dry run) a message with `seq >= live_from_seq` is archived already.
+        """
         session = self._session(session_id)
+        if not record.dry_run and session.archived_through >= live_from_seq:
+            raise CompactionConflict(session_id)
         session.compactions.append(_Compaction(record, archive_through_seq, session.head_seq()))
         if not record.dry_run:
             session.archived_through = max(session.archived_through, archive_through_seq)

@@ -22,11 +22,12 @@ from typing import Any, TypeVar
 import anyio.to_thread
 from pydantic import ValidationError
 
-from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
+from agent_server.errors import CompactionConflict, SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
 from agent_server.store._owners import OwnerLock
 from agent_server.store._sqlite_db import (
     SESSION_COLUMNS,
+    archived_since,
     connect,
     dump,
     get_session,
@@ -269,11 +270,22 @@ class SqliteStore:
 
     # --- compactions and forks ----------------------------------------------------------
 
-    async def save_compaction(self, session_id: str, record: CompactionRecord, *, archive_through_seq: int) -> None:
-        """Store the record; unless it is a dry run, archive `seq <= archive_through_seq` and set the summary."""
+    async def save_compaction(
+        self, session_id: str, record: CompactionRecord, *, archive_through_seq: int, live_from_seq: int
+    ) -> None:
+        """Store the record; unless it is a dry run, archive `seq <= archive_through_seq` and set the summary.
+
+        The check and the write are one `BEGIN IMMEDIATE` transaction, so two processes compacting
+        one session cannot both succeed from the same history.
+
+        Raises:
+            CompactionConflict: (not for a dry run) a message with `seq >= live_from_seq` is archived already.
+        """
 
         def run(conn: sqlite3.Connection) -> None:
             require_session(conn, session_id)
+            if not record.dry_run and archived_since(conn, session_id, live_from_seq):
+                raise CompactionConflict(session_id)
             conn.execute(
                 "INSERT INTO compactions (session_id, record, archive_through_seq, head_seq) VALUES (?, ?, ?, ?)",
                 (session_id, dump(record), archive_through_seq, head_seq(conn, session_id)),

@@ -19,7 +19,7 @@ async def compacted_session(store: SessionStore) -> tuple[str, list[TurnRecord]]
     """Turns t0, t1 (4 messages), a compaction archiving seqs 1-2 with summary S1, then t2 (seqs 5-6)."""
     session = await store.create_session(title="origin", metadata={"k": "v"})
     turns = [await run_turn(store, session.session_id, p) for p in ("t0", "t1")]
-    await store.save_compaction(session.session_id, compaction("S1"), archive_through_seq=2)
+    await store.save_compaction(session.session_id, compaction("S1"), archive_through_seq=2, live_from_seq=1)
     turns.append(await run_turn(store, session.session_id, "t2"))
     return session.session_id, turns
 
