@@ -13,8 +13,12 @@ Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` chec
   message its summary folds (`live_from_seq`) and refuses with `CompactionConflict`, storing
   nothing, when a message from there on was archived meanwhile (another process compacted the
   session after this one loaded its history), since the new summary would not cover them.
-- A fork copies the history as it stood right after `at_turn` (or all of it), with the
-  summary and archive marks that were in force then, into a new session.
+- A fork copies, into a new session, the finished turns up to `at_turn` in turn (start) order, or
+  all finished turns, and the history messages *of those turns* (membership, not position: with
+  two processes a later-started turn may have finished, and written its messages, first). A turn
+  still running is not copied (forking at one is an `InvalidArgument`), so the fork never holds
+  a `running` turn that nothing will finish. The summary and archive marks in force are kept
+  while every message they could cover is in the fork, i.e. up to the first message left out.
 - Every method raises `SessionNotFound` for an unknown session id, except `finish_turn`.
 """
 
