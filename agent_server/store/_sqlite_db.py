@@ -192,12 +192,14 @@ def touch(conn: sqlite3.Connection, session_id: str) -> None:
 
 
 def stored_messages(
-    conn: sqlite3.Connection, session_id: str, *, live_only: bool = False
+    conn: sqlite3.Connection, session_id: str, *, live_only: bool = False, after: int = 0, limit: int = -1
 ) -> list[tuple[StoredMessage, bool]]:
-    """The session's messages by seq; `live_only` skips archived ones in SQL (a long session has many)."""
+    """The session's messages by seq (after `after`, at most `limit`); `live_only` skips archived ones in SQL."""
     live = " AND archived = 0" if live_only else ""
     rows = conn.execute(
-        f"SELECT seq, turn_id, message, archived FROM messages WHERE session_id = ?{live} ORDER BY seq", (session_id,)
+        f"SELECT seq, turn_id, message, archived FROM messages WHERE session_id = ? AND seq > ?{live}"
+        " ORDER BY seq LIMIT ?",
+        (session_id, after, limit),
     )
     return [
         (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), bool(archived))

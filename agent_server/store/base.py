@@ -2,7 +2,7 @@
 
 Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` checks it):
 
-- Sessions list newest-created first; turns list oldest first. Cursors are opaque strings.
+- Sessions list newest-created first; turns and messages list oldest first. Cursors are opaque strings.
 - `begin_turn` makes a turn visible as `running`. `finish_turn` writes the final record and the
   turn's history messages in one transaction, so a turn is never half written.
 - `finish_turn` for a session deleted meanwhile writes nothing and returns False.
@@ -48,6 +48,12 @@ class SessionStore(Protocol):
 
     async def all_messages(self, session_id: str) -> list[tuple[StoredMessage, bool]]:
         """Every stored message of the session, archived ones included, with its archived flag."""
+        ...
+
+    async def list_messages(
+        self, session_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
+        """One page of every stored message (archived ones included, flagged), by seq; and the next cursor."""
         ...
 
     async def begin_turn(self, record: TurnRecord) -> None: ...

@@ -138,6 +138,17 @@ class MemoryStore:
         session = self._session(session_id)
         return [(m, m.seq <= session.archived_through) for m in session.messages]
 
+    async def list_messages(
+        self, session_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
+        """One page of every stored message (archived ones included, flagged), by seq; and the next cursor."""
+        common.check_limit(limit)
+        after = common.decode_cursor("messages", cursor) or 0
+        session = self._session(session_id)
+        rest = [m for m in session.messages if m.seq > after]
+        page = [(m, m.seq <= session.archived_through) for m in rest[:limit]]
+        return page, common.encode_cursor("messages", page[-1][0].seq) if len(rest) > limit else None
+
     # --- turns --------------------------------------------------------------------------
 
     async def begin_turn(self, record: TurnRecord) -> None:

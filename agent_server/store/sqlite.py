@@ -198,6 +198,22 @@ class SqliteStore:
 
         return await self._read(run)
 
+    async def list_messages(
+        self, session_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
+        """One page of every stored message (archived ones included, flagged), by seq; and the next cursor."""
+        common.check_limit(limit)
+        after = common.decode_cursor("messages", cursor) or 0
+
+        def run(conn: sqlite3.Connection) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
+            require_session(conn, session_id)
+            page = stored_messages(conn, session_id, after=after, limit=limit + 1)
+            more = len(page) > limit
+            page = page[:limit]
+            return page, common.encode_cursor("messages", page[-1][0].seq) if more else None
+
+        return await self._read(run)
+
     # --- turns --------------------------------------------------------------------------
 
     async def begin_turn(self, record: TurnRecord) -> None:

@@ -141,6 +141,7 @@ UNKNOWN_SESSION_CALLS: dict[str, Callable[[SessionStore], Awaitable[Any]]] = {
     "set_active": lambda s: s.set_active("ses_missing"),
     "load_history": lambda s: s.load_history("ses_missing"),
     "all_messages": lambda s: s.all_messages("ses_missing"),
+    "list_messages": lambda s: s.list_messages("ses_missing", cursor=None, limit=5),
     "begin_turn": lambda s: s.begin_turn(running("ses_missing")),
     "get_turn": lambda s: s.get_turn("ses_missing", "turn_x"),
     "list_turns": lambda s: s.list_turns("ses_missing", cursor=None, limit=5),
@@ -302,3 +303,24 @@ async def test_a_compaction_computed_from_a_stale_history_is_refused(store: Sess
     # Computed from the winner's state, the next compaction goes through.
     await store.save_compaction(session.session_id, compaction("covers 1-5"), archive_through_seq=5, live_from_seq=5)
     assert [m.seq for m in (await store.load_history(session.session_id)).messages] == [6]
+
+
+async def test_list_messages_pages_every_message_by_seq_with_archived_flags(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    for prompt in ("a", "b", "c"):
+        await run_turn(store, session.session_id, prompt)
+    await store.save_compaction(session.session_id, compaction("S"), archive_through_seq=3, live_from_seq=1)
+    pages: list[list[tuple[int, bool]]] = []
+    cursor: str | None = None
+    for _ in range(10):
+        page, cursor = await store.list_messages(session.session_id, cursor=cursor, limit=4)
+        pages.append([(m.seq, archived) for m, archived in page])
+        if cursor is None:
+            break
+    assert pages == [[(1, True), (2, True), (3, True), (4, False)], [(5, False), (6, False)]]
+    everything = await store.all_messages(session.session_id)
+    assert await store.list_messages(session.session_id, cursor=None, limit=6) == (everything, None)
+    with pytest.raises(InvalidArgument):
+        await store.list_messages(session.session_id, cursor="bogus", limit=4)
+    with pytest.raises(InvalidArgument):
+        await store.list_messages(session.session_id, cursor=None, limit=0)
