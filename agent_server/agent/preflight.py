@@ -110,16 +110,20 @@ async def maybe_compact(
         return None, history
     ids = state.ids()
     await emit(StatusEvent(phase="compact", message="compacting context before sampling", **ids))
-    record = await compact_session(
-        deps,
-        state.session_id,
-        keep_last=settings.compact_keep_last,
-        instructions=None,
-        reason="token-pressure",
-        dry_run=False,
-        emit=emit,
-        ids=ids,
-    )
+    try:
+        record = await compact_session(
+            deps,
+            state.session_id,
+            keep_last=settings.compact_keep_last,
+            instructions=None,
+            reason="token-pressure",
+            dry_run=False,
+            emit=emit,
+            ids=ids,
+        )
+    except CompactionConflict:
+        # Other processes keep compacting this session, so it is shrinking already: go on with it.
+        return None, await deps.store.load_history(state.session_id)
     if not record.compacted_message_count:
         return None, history
     return record, await deps.store.load_history(state.session_id)
