@@ -104,7 +104,7 @@ async def legacy_session(http: httpx.AsyncClient, url: str) -> dict[str, str]:
 
 
 async def drop_after_first_progress(http: httpx.AsyncClient, url: str, headers: dict[str, str], session: str) -> None:
-    """POST run_turn, read its stream until the turn reports progress, then close the connection."""
+    """POST run_turn, read its stream until the turn is sampling, then close the connection."""
     call = {
         "jsonrpc": "2.0",
         "id": 2,
@@ -117,7 +117,7 @@ async def drop_after_first_progress(http: httpx.AsyncClient, url: str, headers: 
     }
     async with http.stream("POST", url, json=call, headers=headers) as response:
         async for line in response.aiter_lines():
-            if "notifications/progress" in line:
+            if "notifications/progress" in line and "sampling" in line:
                 return
 
 
@@ -144,7 +144,8 @@ async def test_closing_the_stream_cancels_the_turn_on_2026_07_28(dirs: ServerDir
     started = anyio.Event()
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        started.set()
+        if (message or "").startswith("sampling"):  # the model call (and its script entry) has begun
+            started.set()
 
     async with http_server(dirs, free_tcp_port, script=SLOW_THEN_QUICK) as url:
         with anyio.fail_after(30):
