@@ -10,6 +10,7 @@ AgentServerError                 base; `type` is the wire name in structuredCont
 ├── ModelError                   the LLM call failed (provider, script, network)
 ├── ToolFailure                  a tool of the agent refused or failed; becomes data for the model
 └── StoreError                   the session store could not read or write
+    └── CompactionConflict       the session was compacted by another process meanwhile
 ```
 
 Cancellation is never one of these: it propagates through anyio cancel scopes.
@@ -75,3 +76,13 @@ class ToolFailure(AgentServerError):
 
 class StoreError(AgentServerError):
     type = "store_error"
+
+
+class CompactionConflict(StoreError):
+    """A compaction was computed from a history that another compaction has changed since."""
+
+    type = "compaction_conflict"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} was compacted by another process meanwhile")
+        self.session_id = session_id

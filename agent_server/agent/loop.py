@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from agent_server.agent import prompts
+from agent_server.agent.arguments import bound_argument_nesting
 from agent_server.agent.compaction import summary_message
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.preflight import maybe_compact
@@ -115,6 +116,7 @@ async def _sample(run: _Run, tool_round: int) -> ModelResponse | None:
         run.state.transition("sampling", "finalizing", "model_failed")
         run.state.finish("failed", error=ErrorInfo(type=exc.type, message=exc.message))
         return None
+    response = response.model_copy(update={"tool_calls": bound_argument_nesting(response.tool_calls)})
     run.state.usage = run.state.usage + response.usage
     reasoning = response.reasoning if run.request.trace == "extended" else None
     phase = "initial" if tool_round == 0 else f"followup_{tool_round}"

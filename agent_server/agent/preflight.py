@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import logging
+
 from agent_server.agent import prompts
 from agent_server.agent.compaction import should_compact, split_for_compaction, summarize
 from agent_server.agent.context import AgentDeps
 from agent_server.agent.turn_state import TurnState
+from agent_server.errors import CompactionConflict
 from agent_server.events import CompactionEvent, EventIds, EventSink, StatusEvent
 from agent_server.types import CompactionRecord, Message, SessionHistory, utc_now
+
+logger = logging.getLogger(__name__)
+
+COMPACTION_ATTEMPTS = 3
+"""How often one compaction is computed when other processes keep compacting the same session."""
 
 
 async def compact_session(
@@ -24,7 +33,35 @@ async def compact_session(
     """Summarise all but the last `keep_last` messages; archive them unless `dry_run`.
 
     With nothing to compact, returns a record with `compacted_message_count == 0` and stores nothing.
+    When another process compacted the session between loading its history and saving (the store
+    refuses with `CompactionConflict`), the compaction is computed again from the new state, up to
+    `COMPACTION_ATTEMPTS` times in all; then the conflict propagates.
     """
+    once = functools.partial(
+        _compact_once, deps, session_id, keep_last, instructions, reason=reason, dry_run=dry_run, emit=emit, ids=ids
+    )
+    attempt = 1
+    while True:
+        try:
+            return await once()
+        except CompactionConflict:
+            if attempt == COMPACTION_ATTEMPTS:
+                raise
+            attempt += 1
+            logger.info("session %s was compacted by another process meanwhile; compacting its new state", session_id)
+
+
+async def _compact_once(
+    deps: AgentDeps,
+    session_id: str,
+    keep_last: int,
+    instructions: str | None,
+    *,
+    reason: str,
+    dry_run: bool,
+    emit: EventSink,
+    ids: EventIds,
+) -> CompactionRecord:
     history = await deps.store.load_history(session_id)
     to_compact, preserved = split_for_compaction(history.messages, keep_last)
     if not to_compact:
@@ -39,7 +76,8 @@ async def compact_session(
         dry_run=dry_run,
     )
     if not dry_run:
-        await deps.store.save_compaction(session_id, record, archive_through_seq=to_compact[-1].seq)
+        through, first = to_compact[-1].seq, to_compact[0].seq
+        await deps.store.save_compaction(session_id, record, archive_through_seq=through, live_from_seq=first)
     await emit(CompactionEvent(record=record, **ids))
     return record
 
@@ -72,16 +110,20 @@ async def maybe_compact(
         return None, history
     ids = state.ids()
     await emit(StatusEvent(phase="compact", message="compacting context before sampling", **ids))
-    record = await compact_session(
-        deps,
-        state.session_id,
-        keep_last=settings.compact_keep_last,
-        instructions=None,
-        reason="token-pressure",
-        dry_run=False,
-        emit=emit,
-        ids=ids,
-    )
+    try:
+        record = await compact_session(
+            deps,
+            state.session_id,
+            keep_last=settings.compact_keep_last,
+            instructions=None,
+            reason="token-pressure",
+            dry_run=False,
+            emit=emit,
+            ids=ids,
+        )
+    except CompactionConflict:
+        # Other processes keep compacting this session, so it is shrinking already: go on with it.
+        return None, await deps.store.load_history(state.session_id)
     if not record.compacted_message_count:
         return None, history
     return record, await deps.store.load_history(state.session_id)

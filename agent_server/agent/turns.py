@@ -16,10 +16,14 @@ import anyio.lowlevel
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.loop import drive
 from agent_server.agent.turn_state import TurnState
+from agent_server.errors import AgentServerError
 from agent_server.events import DoneEvent, ErrorEvent, EventSink, TurnEvent
-from agent_server.types import ErrorInfo, TurnRecord, new_id
+from agent_server.types import ErrorInfo, TurnRecord, new_id, utc_now
 
 logger = logging.getLogger(__name__)
+
+RECORD_ERROR_MAX_CHARS = 300
+"""How much of the store's error a fallback record quotes."""
 
 
 async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> TurnRecord:
@@ -77,11 +81,42 @@ def _deadline(request: TurnRequest) -> float:
 
 
 async def _persist(deps: AgentDeps, state: TurnState) -> TurnRecord:
+    """Write the turn's record and history; if that fails, a minimal `failed` record in its place.
+
+    The fallback keeps the turn from staying `running` when its record cannot be stored (it cannot
+    be serialised, or the disk is full): it drops the turn's history messages, which are what
+    could not be written. If the fallback fails as well the error propagates, and the turn stays
+    `running` until this process exits; the next server start then marks it `interrupted`.
+    """
     state.finish("completed")  # no-op when a status was already set
     record = state.record()
-    written = await deps.store.finish_turn(record, state.committed)
+    try:
+        written = await deps.store.finish_turn(record, state.committed)
+    except Exception as exc:
+        logger.exception("could not store turn %s; storing a minimal record instead", state.turn_id)
+        record = _unstored(record, exc)
+        written = await deps.store.finish_turn(record, [])
     if not written:
         logger.warning(
             "session %s was deleted while turn %s ran; its record was dropped", state.session_id, state.turn_id
         )
     return record
+
+
+def _unstored(record: TurnRecord, exc: Exception) -> TurnRecord:
+    """The minimal record of a turn whose full record could not be stored."""
+    reason = exc.message if isinstance(exc, AgentServerError) else f"{type(exc).__name__}: {exc}"
+    message = f"the turn's record could not be stored ({reason[:RECORD_ERROR_MAX_CHARS]}); its history was not kept"
+    return TurnRecord(
+        turn_id=record.turn_id,
+        session_id=record.session_id,
+        trace_id=record.trace_id,
+        status="failed",
+        prompt=record.prompt,
+        usage=record.usage,
+        error=ErrorInfo(type="store_error", message=message),
+        trace=record.trace,
+        model=record.model,
+        started_at=record.started_at,
+        finished_at=record.finished_at or utc_now(),
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import signal
@@ -16,10 +17,10 @@ from agent_server.settings import Settings
 
 if TYPE_CHECKING:
     from mcp.server import Server
+    from mcp.server.transport_security import TransportSecuritySettings
 
 logger = logging.getLogger(__name__)
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 SHUTDOWN_LIMIT_S = 5.0
 """After a signal, the longest the orderly shutdown may take before the process leaves anyway."""
 
@@ -96,8 +97,9 @@ def _exit_when(unwound: threading.Event) -> None:
 async def serve_http(settings: Settings, *, host: str, port: int) -> None:
     """Serve Streamable HTTP at `http://HOST:PORT/mcp` until interrupted.
 
-    On a loopback host the SDK's DNS-rebinding protection is on (Host and Origin headers must be
-    loopback). Binding elsewhere exposes the agent to the network: a warning is logged.
+    On a loopback host (`localhost` or any loopback address) DNS-rebinding protection is on: the
+    Host and Origin headers must name a loopback host. Binding elsewhere exposes the agent to the
+    network: a warning is logged.
 
     Raises:
         ConfigError: the settings name a provider or script that cannot be loaded.
@@ -106,9 +108,44 @@ async def serve_http(settings: Settings, *, host: str, port: int) -> None:
 
     from agent_server.server.app import create_server
 
-    if host not in LOOPBACK:
+    security = rebinding_protection(host)
+    if security is None:
         logger.warning("serving on %s: the agent is reachable from the network and has no authentication", host)
     server = create_server(settings)
-    app = server.streamable_http_app(host=host)
+    app = server.streamable_http_app(host=host, transport_security=security)
     config = uvicorn.Config(app, host=host, port=port, log_level=settings.log_level.lower(), lifespan="on")
     await uvicorn.Server(config).serve()
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and every loopback address (all of 127.0.0.0/8, ::1), decided by address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def rebinding_protection(host: str) -> TransportSecuritySettings | None:
+    """DNS-rebinding protection for a server bound to `host`; None when `host` is not loopback.
+
+    Passed to the SDK explicitly: left to itself it protects only three spellings of loopback
+    (`127.0.0.1`, `localhost`, `::1`) and serves any other loopback address unprotected.
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if not is_loopback(host):
+        return None
+    names = {"127.0.0.1", "localhost", "[::1]", _host_header_name(host)}
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted(f"{name}:*" for name in names),
+        allowed_origins=sorted(f"http://{name}:*" for name in names),
+    )
+
+
+def _host_header_name(host: str) -> str:
+    """How `host` appears in a Host header: IPv6 addresses in brackets."""
+    bare = host.strip("[]")
+    return f"[{bare}]" if ":" in bare else bare.lower()

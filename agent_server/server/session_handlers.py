@@ -37,9 +37,11 @@ async def handle_get(state: AppState, ctx: Context, params: specs.SessionGetPara
     session = state.marked(ctx, await state.store.get_session(session_id))
     turns, next_cursor = await state.store.list_turns(session_id, cursor=params.turns_cursor, limit=params.turns_limit)
     compactions = await state.store.list_compactions(session_id)
-    history = None
-    if params.include_history:
-        stored = await state.store.all_messages(session_id)
+    history, next_history = None, None
+    if params.include_history or params.history_cursor is not None:
+        stored, next_history = await state.store.list_messages(
+            session_id, cursor=params.history_cursor, limit=params.history_limit
+        )
         history = [
             specs.HistoryEntry(seq=m.seq, turn_id=m.turn_id, archived=archived, message=m.message)
             for m, archived in stored
@@ -52,6 +54,7 @@ async def handle_get(state: AppState, ctx: Context, params: specs.SessionGetPara
         summary=summary,
         compactions=compactions,
         history=history,
+        next_history_cursor=next_history,
     )
     return Outcome(result, _describe(session))
 

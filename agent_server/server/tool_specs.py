@@ -98,7 +98,11 @@ class SessionGetParams(_Params):
     session_id: str | None = Field(default=None, description="Default: this connection's current session.")
     turns_cursor: str | None = None
     turns_limit: int = Field(default=20, ge=1, le=MAX_PAGE)
-    include_history: bool = False
+    include_history: bool = Field(default=False, description="Also return one page of the stored messages.")
+    history_cursor: str | None = Field(
+        default=None, description="`next_history_cursor` of the previous page; implies include_history."
+    )
+    history_limit: int = Field(default=50, ge=1, le=MAX_PAGE, description="Messages per history page.")
     detail: Detail = Field(default="summary", description="How much of each turn: " + _DETAIL_HELP)
 
 
@@ -184,6 +188,7 @@ class SessionGetResult(SessionInfo):
     summary: str | None = None
     compactions: list[CompactionRecord]
     history: list[HistoryEntry] | None = None
+    next_history_cursor: str | None = None
 
 
 class SessionIdParams(_Params):

@@ -39,6 +39,10 @@ def fork_title(old_title: str, title: str | None) -> str:
     return f"{old_title} (fork)" if title is None else title
 
 
+def fork_running_message(turn_id: str) -> str:
+    return f"turn {turn_id!r} is still running: fork at an earlier turn, or once it has finished"
+
+
 def interrupted(record: TurnRecord) -> TurnRecord:
     """The record of a turn whose server process died while it was running."""
     return record.model_copy(

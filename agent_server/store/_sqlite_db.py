@@ -20,7 +20,6 @@ from agent_server.types import Message, SessionInfo, StoredMessage, TurnRecord, 
 logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_S = 10.0
-SCHEMA_VERSION = 2
 _SCHEMA_V1 = """
 CREATE TABLE sessions (
     ordinal INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -64,11 +63,16 @@ _V1_TO_V2 = """
 DELETE FROM meta WHERE key = 'active';
 """
 """Version 1 stored one active session for every process; it is per connection and in memory now."""
-_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2]  # _MIGRATIONS[n] takes the schema from version n to n + 1
+_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
+SCHEMA_VERSION = len(_MIGRATIONS)
 
 
 def dump(model: BaseModel) -> str:
-    return json.dumps(model.model_dump(mode="json", by_alias=True), ensure_ascii=False)
+    """The model as stored JSON; StoreError when it cannot be serialised (e.g. nested too deep)."""
+    try:
+        return json.dumps(model.model_dump(mode="json", by_alias=True), ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise StoreError(f"session store: cannot serialise the {type(model).__name__}: {exc}") from exc
 
 
 @contextlib.contextmanager
@@ -84,23 +88,31 @@ def transaction(conn: sqlite3.Connection, *, write: bool) -> Generator[sqlite3.C
 
 
 def connect(path: Path) -> sqlite3.Connection:
+    """A connection with per-connection settings only: nothing in the file changes until `migrate`."""
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     return conn
 
 
 def migrate(conn: sqlite3.Connection) -> None:
+    """Refuse a newer schema before touching the file; then switch to WAL and bring the schema up to date."""
+    _check_version(conn)
+    conn.execute("PRAGMA journal_mode = WAL")  # persistent: only for a database this version can use
     with transaction(conn, write=True):
-        version: int = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"state.db has schema version {version}, newer than this agent-server's {SCHEMA_VERSION}")
+        version = _check_version(conn)  # again inside the transaction: another process may have migrated
         for script in _MIGRATIONS[version:]:
             for statement in script.split(";"):
                 if statement.strip():
                     conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _check_version(conn: sqlite3.Connection) -> int:
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"state.db has schema version {version}, newer than this agent-server's {SCHEMA_VERSION}")
+    return version
 
 
 def interrupt_dead_owners(conn: sqlite3.Connection, owners_dir: Path, me: str) -> None:
@@ -169,17 +181,27 @@ def head_seq(conn: sqlite3.Connection, session_id: str) -> int:
     return conn.execute("SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?", (session_id,)).fetchone()[0]
 
 
+def archived_since(conn: sqlite3.Connection, session_id: str, seq: int) -> bool:
+    """True when a message of the session with `seq` or later is archived."""
+    row = conn.execute(
+        "SELECT 1 FROM messages WHERE session_id = ? AND seq >= ? AND archived = 1 LIMIT 1", (session_id, seq)
+    ).fetchone()
+    return row is not None
+
+
 def touch(conn: sqlite3.Connection, session_id: str) -> None:
     conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (utc_now(), session_id))
 
 
 def stored_messages(
-    conn: sqlite3.Connection, session_id: str, *, live_only: bool = False
+    conn: sqlite3.Connection, session_id: str, *, live_only: bool = False, after: int = 0, limit: int = -1
 ) -> list[tuple[StoredMessage, bool]]:
-    """The session's messages by seq; `live_only` skips archived ones in SQL (a long session has many)."""
+    """The session's messages by seq (after `after`, at most `limit`); `live_only` skips archived ones in SQL."""
     live = " AND archived = 0" if live_only else ""
     rows = conn.execute(
-        f"SELECT seq, turn_id, message, archived FROM messages WHERE session_id = ?{live} ORDER BY seq", (session_id,)
+        f"SELECT seq, turn_id, message, archived FROM messages WHERE session_id = ? AND seq > ?{live}"
+        " ORDER BY seq LIMIT ?",
+        (session_id, after, limit),
     )
     return [
         (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), bool(archived))

@@ -2,15 +2,23 @@
 
 Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` checks it):
 
-- Sessions list newest-created first; turns list oldest first. Cursors are opaque strings.
+- Sessions list newest-created first; turns and messages list oldest first. Cursors are opaque strings.
 - `begin_turn` makes a turn visible as `running`. `finish_turn` writes the final record and the
   turn's history messages in one transaction, so a turn is never half written.
 - `finish_turn` for a session deleted meanwhile writes nothing and returns False.
 - History messages are ordered by `seq`, increasing within a session. Compaction archives the
   messages with `seq <= archive_through_seq` (they stay stored, marked archived) and sets the
   session's summary; `load_history` returns the summary and the live messages only.
-- A fork copies the history as it stood right after `at_turn` (or all of it), with the
-  summary and archive marks that were in force then, into a new session.
+- Compaction is atomic against the store's current state: `save_compaction` is told the first
+  message its summary folds (`live_from_seq`) and refuses with `CompactionConflict`, storing
+  nothing, when a message from there on was archived meanwhile (another process compacted the
+  session after this one loaded its history), since the new summary would not cover them.
+- A fork copies, into a new session, the finished turns up to `at_turn` in turn (start) order, or
+  all finished turns, and the history messages *of those turns* (membership, not position: with
+  two processes a later-started turn may have finished, and written its messages, first). A turn
+  still running is not copied (forking at one is an `InvalidArgument`), so the fork never holds
+  a `running` turn that nothing will finish. The summary and archive marks in force are kept
+  while every message they could cover is in the fork, i.e. up to the first message left out.
 - Every method raises `SessionNotFound` for an unknown session id, except `finish_turn`.
 - Which session is a connection's current one is not stored: it is per connection, in memory
   (DESIGN 3.5), so `SessionInfo.active` is always False here and set by the front door.
@@ -38,6 +46,12 @@ class SessionStore(Protocol):
         """Every stored message of the session, archived ones included, with its archived flag."""
         ...
 
+    async def list_messages(
+        self, session_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
+        """One page of every stored message (archived ones included, flagged), by seq; and the next cursor."""
+        ...
+
     async def begin_turn(self, record: TurnRecord) -> None: ...
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool: ...
@@ -48,7 +62,9 @@ class SessionStore(Protocol):
         self, session_id: str, *, cursor: str | None, limit: int
     ) -> tuple[list[TurnRecord], str | None]: ...
 
-    async def save_compaction(self, session_id: str, record: CompactionRecord, *, archive_through_seq: int) -> None: ...
+    async def save_compaction(
+        self, session_id: str, record: CompactionRecord, *, archive_through_seq: int, live_from_seq: int
+    ) -> None: ...
 
     async def list_compactions(self, session_id: str) -> list[CompactionRecord]: ...
 

@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
+from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
 from agent_server.types import (
     CompactionRecord,
@@ -125,6 +125,17 @@ class MemoryStore:
         session = self._session(session_id)
         return [(m, m.seq <= session.archived_through) for m in session.messages]
 
+    async def list_messages(
+        self, session_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
+        """One page of every stored message (archived ones included, flagged), by seq; and the next cursor."""
+        common.check_limit(limit)
+        after = common.decode_cursor("messages", cursor) or 0
+        session = self._session(session_id)
+        rest = [m for m in session.messages if m.seq > after]
+        page = [(m, m.seq <= session.archived_through) for m in rest[:limit]]
+        return page, common.encode_cursor("messages", page[-1][0].seq) if len(rest) > limit else None
+
     # --- turns --------------------------------------------------------------------------
 
     async def begin_turn(self, record: TurnRecord) -> None:
@@ -167,9 +178,17 @@ class MemoryStore:
 
     # --- compactions and forks ----------------------------------------------------------
 
-    async def save_compaction(self, session_id: str, record: CompactionRecord, *, archive_through_seq: int) -> None:
-        """Store the record; unless it is a dry run, archive `seq <= archive_through_seq` and set the summary."""
+    async def save_compaction(
+        self, session_id: str, record: CompactionRecord, *, archive_through_seq: int, live_from_seq: int
+    ) -> None:
+        """Store the record; unless it is a dry run, archive `seq <= archive_through_seq` and set the summary.
+
+        Raises:
+            CompactionConflict: (not for a dry run) a message with `seq >= live_from_seq` is archived already.
+        """
         session = self._session(session_id)
+        if not record.dry_run and session.archived_through >= live_from_seq:
+            raise CompactionConflict(session_id)
         session.compactions.append(_Compaction(record, archive_through_seq, session.head_seq()))
         if not record.dry_run:
             session.archived_through = max(session.archived_through, archive_through_seq)
@@ -180,24 +199,38 @@ class MemoryStore:
         return [c.record for c in self._session(session_id).compactions]
 
     async def fork_session(self, session_id: str, *, at_turn: str | None, title: str | None) -> SessionInfo:
-        """A new session holding the history as it stood right after `at_turn` (or all of it)."""
+        """A new session holding the finished turns up to `at_turn` (or all) and their history; see `base`."""
         old = self._session(session_id)
-        turns = list(old.turns.values())
-        if at_turn is not None:
-            if at_turn not in old.turns:
-                raise TurnNotFound(session_id, at_turn)
-            turns = [entry for entry in turns if entry[0] <= old.turns[at_turn][0]]
-        turn_ids = {record.turn_id for _, record in turns}
-        cut = max((m.seq for m in old.messages if at_turn is None or m.turn_id in turn_ids), default=0)
+        last = self._fork_point(old, at_turn)
+        turns = [record for ordinal, record in old.turns.values() if ordinal <= last and record.status != "running"]
+        turn_ids = {record.turn_id for record in turns}
+        cut = max((m.seq for m in old.messages if m.turn_id in turn_ids), default=0)
+        messages = [m for m in old.messages if m.turn_id in turn_ids or (m.turn_id is None and m.seq <= cut)]
+        # Compactions are kept only while everything they could have archived is in the fork.
+        kept = {m.seq for m in messages}
+        left_out = [m.seq for m in old.messages if m.seq <= cut and m.seq not in kept]
+        clean = min(left_out, default=cut + 1) - 1
         new = self._add(title=common.fork_title(old.title, title), metadata=old.metadata)
-        new.messages = [m for m in old.messages if m.seq <= cut]
-        new.compactions = [c for c in old.compactions if c.head_seq <= cut]
+        new.messages = messages
+        new.compactions = [c for c in old.compactions if c.head_seq <= clean]
         for compaction in new.compactions:
             if not compaction.record.dry_run:
                 new.summary, new.archived_through = compaction.record.summary, compaction.archive_through_seq
-        for _, record in turns:
+        for record in turns:
             new.turns[record.turn_id] = (next(self._ordinals), record.model_copy(update={"session_id": new.session_id}))
         return self._info(new)
+
+    @staticmethod
+    def _fork_point(session: _Session, at_turn: str | None) -> int:
+        """The ordinal of the turn to fork after (all turns for None); InvalidArgument while it runs."""
+        if at_turn is None:
+            return 2**62
+        if at_turn not in session.turns:
+            raise TurnNotFound(session.session_id, at_turn)
+        ordinal, record = session.turns[at_turn]
+        if record.status == "running":
+            raise InvalidArgument(common.fork_running_message(at_turn))
+        return ordinal
 
     async def close(self) -> None:
         self._closed = True

@@ -10,6 +10,7 @@ Turns left `running` by a process that died are marked `interrupted` by the next
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import sqlite3
@@ -21,11 +22,12 @@ from typing import Any, TypeVar
 import anyio.to_thread
 from pydantic import ValidationError
 
-from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
+from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
 from agent_server.store._owners import OwnerLock
 from agent_server.store._sqlite_db import (
     SESSION_COLUMNS,
+    archived_since,
     connect,
     dump,
     get_session,
@@ -70,8 +72,11 @@ class SqliteStore:
 
     @classmethod
     def _open_sync(cls, state_dir: Path) -> SqliteStore:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        owner = OwnerLock(state_dir / "owners")
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True)
+            owner = OwnerLock(state_dir / "owners")
+        except OSError as exc:
+            raise _open_failure(state_dir, exc) from exc
         try:
             conn = connect(state_dir / "state.db")
             try:
@@ -80,9 +85,9 @@ class SqliteStore:
             except BaseException:
                 conn.close()
                 raise
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             owner.release()
-            raise StoreError(f"cannot open the session store in {state_dir}: {exc}") from exc
+            raise _open_failure(state_dir, exc) from exc
         except BaseException:
             owner.release()
             raise
@@ -103,6 +108,8 @@ class SqliteStore:
                     return fn(self._conn)
             except (sqlite3.Error, ValidationError, json.JSONDecodeError) as exc:
                 raise StoreError(f"session store: {exc}") from exc
+            except UnicodeError as exc:  # text sqlite cannot encode (a lone surrogate)
+                raise StoreError(f"session store: cannot encode the record: {exc}") from exc
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self._locked, fn, False)
@@ -169,6 +176,22 @@ class SqliteStore:
         def run(conn: sqlite3.Connection) -> list[tuple[StoredMessage, bool]]:
             require_session(conn, session_id)
             return stored_messages(conn, session_id)
+
+        return await self._read(run)
+
+    async def list_messages(
+        self, session_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
+        """One page of every stored message (archived ones included, flagged), by seq; and the next cursor."""
+        common.check_limit(limit)
+        after = common.decode_cursor("messages", cursor) or 0
+
+        def run(conn: sqlite3.Connection) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
+            require_session(conn, session_id)
+            page = stored_messages(conn, session_id, after=after, limit=limit + 1)
+            more = len(page) > limit
+            page = page[:limit]
+            return page, common.encode_cursor("messages", page[-1][0].seq) if more else None
 
         return await self._read(run)
 
@@ -244,11 +267,22 @@ class SqliteStore:
 
     # --- compactions and forks ----------------------------------------------------------
 
-    async def save_compaction(self, session_id: str, record: CompactionRecord, *, archive_through_seq: int) -> None:
-        """Store the record; unless it is a dry run, archive `seq <= archive_through_seq` and set the summary."""
+    async def save_compaction(
+        self, session_id: str, record: CompactionRecord, *, archive_through_seq: int, live_from_seq: int
+    ) -> None:
+        """Store the record; unless it is a dry run, archive `seq <= archive_through_seq` and set the summary.
+
+        The check and the write are one `BEGIN IMMEDIATE` transaction, so two processes compacting
+        one session cannot both succeed from the same history.
+
+        Raises:
+            CompactionConflict: (not for a dry run) a message with `seq >= live_from_seq` is archived already.
+        """
 
         def run(conn: sqlite3.Connection) -> None:
             require_session(conn, session_id)
+            if not record.dry_run and archived_since(conn, session_id, live_from_seq):
+                raise CompactionConflict(session_id)
             conn.execute(
                 "INSERT INTO compactions (session_id, record, archive_through_seq, head_seq) VALUES (?, ?, ?, ?)",
                 (session_id, dump(record), archive_through_seq, head_seq(conn, session_id)),
@@ -272,7 +306,7 @@ class SqliteStore:
         return await self._read(run)
 
     async def fork_session(self, session_id: str, *, at_turn: str | None, title: str | None) -> SessionInfo:
-        """A new session holding the history as it stood right after `at_turn` (or all of it)."""
+        """A new session holding the finished turns up to `at_turn` (or all) and their history; see `base`."""
         new_session = new_id("ses")
         return await self._write(lambda conn: _fork(conn, session_id, new_session, at_turn, title))
 
@@ -289,14 +323,41 @@ class SqliteStore:
         await anyio.to_thread.run_sync(run)
 
 
+def _open_failure(state_dir: Path, exc: sqlite3.Error | OSError) -> StoreError:
+    """A readable StoreError for a state dir that cannot be used (not a directory, not writable, ...)."""
+    if isinstance(exc, NotADirectoryError | FileExistsError):
+        reason = "it (or a directory above it) is a file, not a directory"
+    elif isinstance(exc, PermissionError) or getattr(exc, "errno", None) == errno.EROFS:
+        reason = "the directory is not writable"
+    elif isinstance(exc, OSError):
+        reason = (exc.strerror or str(exc)).lower()
+    else:
+        reason = str(exc)
+    return StoreError(f"cannot open the session store in {state_dir}: {reason}; choose another with --state-dir")
+
+
+_FORKED_TURNS = "SELECT turn_id FROM turns WHERE session_id = :source AND ordinal <= :last AND status != 'running'"
+_FORKED_MESSAGE = f"(turn_id IN ({_FORKED_TURNS}) OR (turn_id IS NULL AND seq <= :cut))"
+"""A message the fork copies: one of a copied turn's, or one without a turn from before the cut."""
+
+
 def _fork(conn: sqlite3.Connection, source: str, target: str, at_turn: str | None, title: str | None) -> SessionInfo:
     old = get_session(conn, source)
-    last_turn = 2**62 if at_turn is None else turn_ordinal(conn, source, at_turn)
-    cut = head_seq(conn, source) if at_turn is None else _last_seq_through(conn, source, last_turn)
+    where: dict[str, Any] = {"source": source, "last": 2**62 if at_turn is None else _fork_point(conn, source, at_turn)}
+    where["cut"] = conn.execute(
+        f"SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = :source AND turn_id IN ({_FORKED_TURNS})", where
+    ).fetchone()[0]
+    # Compactions are kept only while everything they could have archived is in the fork: up to
+    # the first message the fork leaves out (a later-started turn that finished first).
+    clean = conn.execute(
+        "SELECT coalesce(min(seq), :cut + 1) - 1 FROM messages"
+        f" WHERE session_id = :source AND seq <= :cut AND NOT {_FORKED_MESSAGE}",
+        where,
+    ).fetchone()[0]
     compactions = conn.execute(
         "SELECT record, archive_through_seq, head_seq FROM compactions"
         " WHERE session_id = ? AND head_seq <= ? ORDER BY ordinal",
-        (source, cut),
+        (source, clean),
     ).fetchall()
     summary, archived_through = None, 0
     for record, through, _ in compactions:
@@ -310,29 +371,32 @@ def _fork(conn: sqlite3.Connection, source: str, target: str, at_turn: str | Non
     )
     conn.execute(
         "INSERT INTO messages (session_id, seq, turn_id, message, archived)"
-        " SELECT ?, seq, turn_id, message, seq <= ? FROM messages WHERE session_id = ? AND seq <= ?",
-        (target, archived_through, source, cut),
+        f" SELECT :target, seq, turn_id, message, seq <= :archived FROM messages"
+        f" WHERE session_id = :source AND {_FORKED_MESSAGE}",
+        {**where, "target": target, "archived": archived_through},
     )
     conn.executemany(
         "INSERT INTO compactions (session_id, record, archive_through_seq, head_seq) VALUES (?, ?, ?, ?)",
         [(target, *row) for row in compactions],
     )
-    _copy_turns(conn, source, target, last_turn)
+    _copy_turns(conn, source, target, where["last"])
     return get_session(conn, target)
 
 
-def _last_seq_through(conn: sqlite3.Connection, session_id: str, last_turn: int) -> int:
-    """The last message seq written by the turns up to (ordinal) `last_turn`; 0 when they wrote none."""
-    return conn.execute(
-        "SELECT coalesce(max(m.seq), 0) FROM messages m JOIN turns t"
-        " ON t.session_id = m.session_id AND t.turn_id = m.turn_id WHERE m.session_id = ? AND t.ordinal <= ?",
-        (session_id, last_turn),
-    ).fetchone()[0]
+def _fork_point(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int:
+    """The ordinal of the turn to fork after; InvalidArgument while it is still running."""
+    ordinal = turn_ordinal(conn, session_id, turn_id)
+    status = conn.execute("SELECT status FROM turns WHERE ordinal = ?", (ordinal,)).fetchone()[0]
+    if status == "running":
+        raise InvalidArgument(common.fork_running_message(turn_id))
+    return ordinal
 
 
 def _copy_turns(conn: sqlite3.Connection, source: str, target: str, last_turn: int) -> None:
     rows = conn.execute(
-        "SELECT record, owner FROM turns WHERE session_id = ? AND ordinal <= ? ORDER BY ordinal", (source, last_turn)
+        "SELECT record, owner FROM turns WHERE session_id = ? AND ordinal <= ? AND status != 'running'"
+        " ORDER BY ordinal",
+        (source, last_turn),
     ).fetchall()
     for record, owner in rows:
         copy = TurnRecord.model_validate(json.loads(record)).model_copy(update={"session_id": target})

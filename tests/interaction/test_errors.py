@@ -105,3 +105,15 @@ async def test_every_tool_carries_annotations_hosts_can_gate_on(tmp_path: Path, 
     assert {name for name, (_, destructive, _) in hints.items() if destructive} == {"session_delete"}
     assert hints["run_turn"] == (False, False, True)
     assert "session_id" in tools["run_turn"].description and "`new`" in tools["run_turn"].description
+
+
+async def test_a_state_dir_that_is_a_file_is_a_store_error(tmp_path: Path, mode: str) -> None:
+    (tmp_path / "state").write_text("not a directory")
+    async with connect(tmp_path, [{"content": "unused"}], mode=mode) as h:
+        results = [await h.call("run_turn", {"prompt": "x"}), await h.call("session_list")]
+    for result in results:
+        assert result.is_error is True
+        assert result.structured_content["error"]["type"] == "store_error"
+        message = result.content[0].text
+        assert "cannot open the session store" in message and "not a directory" in message
+        assert "Errno" not in message

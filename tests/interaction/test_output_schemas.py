@@ -15,7 +15,7 @@ import mcp_types as types
 import pytest
 from jsonschema import validators
 
-from tests.interaction.harness import MODES, Harness, connect
+from tests.interaction.harness import MODES, Harness, connect, make_settings
 from tests.interaction.test_errors import BAD_CALLS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", MODES)]
@@ -72,3 +72,18 @@ async def test_every_result_of_every_tool_matches_its_output_schema(tmp_path: Pa
             await check.call(h, "session_delete", {"session_id": created["session_id"]})
             await check.call(h, "agent_tools", {})
     assert check.seen == {tool: {False, True} for tool in check.seen}, "a success and an error of every tool"
+
+
+async def test_store_errors_match_every_output_schema(tmp_path: Path, mode: str) -> None:
+    state = tmp_path / "state-is-a-file"
+    state.write_text("not a directory")
+    settings = make_settings(tmp_path).model_copy(update={"state_dir": state})
+    async with connect(tmp_path, mode=mode, settings=settings) as h:
+        check = Checker((await h.client.list_tools()).tools)
+        with anyio.fail_after(10):
+            for tool in check.validators:
+                arguments = {"prompt": "x"} if tool == "run_turn" else {}
+                result = await check.call(h, tool, arguments)
+                assert result.is_error
+                assert result.structured_content is not None
+                assert result.structured_content["error"]["type"] in {"store_error", "internal_error"}

@@ -240,3 +240,24 @@ async def test_timeout_s_counts_the_time_queued_behind_another_turn(tmp_path: Pa
     assert record["status"] == "timed_out", record
     assert "queueing included" in record["error"]["message"]
     assert len(h.llm.calls) == 1, "the queued turn never reached the model"
+
+
+async def test_arguments_nested_500_deep_are_an_error_result_for_the_model(tmp_path: Path, mode: str) -> None:
+    deep: dict[str, object] = {}
+    inner = deep
+    for _ in range(500):
+        inner["a"] = {}
+        inner = inner["a"]  # pyright: ignore[reportAssignmentType]
+    script = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "x", "deep": deep}}]},
+        {"expect_contains": "nested deeper than", "content": "I will send flatter arguments."},
+    ]
+    async with connect(tmp_path, script, mode=mode) as h:
+        with anyio.fail_after(5):
+            result = await h.call("run_turn", {"prompt": "go"})
+            session = await h.call("session_get", {"session_id": result.structured_content["session_id"]})
+    record = result.structured_content
+    assert (result.is_error, record["status"]) == (False, "completed"), record
+    (line,) = record["tool_calls"]
+    assert line["is_error"] is True and "nested deeper than" in line["error"]
+    assert [t["status"] for t in session.structured_content["turns"]] == ["completed"]

@@ -138,3 +138,20 @@ async def test_agent_tools_lists_builtin_tools(tmp_path: Path, mode: str) -> Non
     assert {t["source"] for t in result["tools"]} == {"builtin"}
     assert all(t["input_schema"]["type"] == "object" for t in result["tools"])
     assert result["servers"] == []
+
+
+async def test_session_get_pages_the_history(tmp_path: Path, mode: str) -> None:
+    script = [{"content": f"answer {i}"} for i in range(3)]
+    async with connect(tmp_path, script, mode=mode) as h:
+        for i in range(3):
+            await h.call("run_turn", {"prompt": f"question {i}"})
+        first = (await h.call("session_get", {"include_history": True, "history_limit": 4})).structured_content
+        rest = await h.call("session_get", {"history_cursor": first["next_history_cursor"], "history_limit": 4})
+        default = (await h.call("session_get", {"include_history": True})).structured_content
+        plain = (await h.call("session_get")).structured_content
+    texts = [e["message"]["content"] for e in first["history"] + rest.structured_content["history"]]
+    assert texts == [text for i in range(3) for text in (f"question {i}", f"answer {i}")]
+    assert [e["seq"] for e in first["history"]] == [1, 2, 3, 4]
+    assert rest.structured_content["next_history_cursor"] is None
+    assert (len(default["history"]), default["next_history_cursor"]) == (6, None)
+    assert (plain["history"], plain["next_history_cursor"]) == (None, None)

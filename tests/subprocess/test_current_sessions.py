@@ -7,14 +7,12 @@ and a 2026-07-28 request (no connection identity) without session_id starts a ne
 
 from __future__ import annotations
 
-import subprocess
-
 import anyio
 import pytest
 from mcp import Client
 
-from tests.subprocess.helpers import ServerDirs, server_env, structured
-from tests.subprocess.test_http import _wait_listening  # pyright: ignore[reportPrivateUsage]
+from tests.subprocess.helpers import ServerDirs, structured
+from tests.subprocess.test_http import http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -50,12 +48,8 @@ async def test_two_processes_keep_their_own_current_session(dirs: ServerDirs) ->
 
 async def test_http_connections_have_their_own_current_session(dirs: ServerDirs, free_tcp_port: int) -> None:
     script = [{"content": f"answer {i}"} for i in range(6)]
-    argv = dirs.argv(script) + ["--transport", "streamable-http", "--port", str(free_tcp_port)]
-    url = f"http://127.0.0.1:{free_tcp_port}/mcp"
-    process = await anyio.open_process(argv, env=server_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with anyio.fail_after(30):
-            await _wait_listening(free_tcp_port)
+    with anyio.fail_after(30):
+        async with http_server(dirs, free_tcp_port, script=script) as url:
             async with Client(url, mode="legacy") as one, Client(url, mode="legacy") as two:
                 one_first = await structured(one, "run_turn", {"prompt": "x"})
                 two_first = await structured(two, "run_turn", {"prompt": "y"})
@@ -63,11 +57,6 @@ async def test_http_connections_have_their_own_current_session(dirs: ServerDirs,
             async with Client(url, mode="auto") as modern:
                 fresh = await structured(modern, "run_turn", {"prompt": "z"})
                 fresh_again = await structured(modern, "run_turn", {"prompt": "z again"})
-    finally:
-        process.terminate()
-        with anyio.fail_after(10):
-            await process.wait()
-        await process.aclose()
     assert one_again["session_id"] == one_first["session_id"] != two_first["session_id"]
     known = {one_first["session_id"], two_first["session_id"]}
     assert fresh["session_id"] not in known and fresh_again["session_id"] not in known | {fresh["session_id"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -13,6 +14,7 @@ from tests.subprocess.helpers import (
     PROTOCOL,
     Progress,
     ServerDirs,
+    server_env,
     statuses,
     strictly_increasing,
     structured,
@@ -147,3 +149,40 @@ async def test_two_processes_side_by_side_on_one_state_dir(dirs: ServerDirs) -> 
     assert {t["final_text"] for t in b_seen_by_a["turns"]} == {"from B"}
     turn_ids = {r["turn_id"] for r in results}
     assert turn_ids == {t["turn_id"] for t in a_seen_by_b["turns"] + b_seen_by_a["turns"]}
+
+
+async def test_closing_stdin_mid_turn_records_it_cancelled(dirs: ServerDirs) -> None:
+    """On stdio a disconnect (the client's end of stdin closes) ends the server; the turn is recorded `cancelled`."""
+    script = [{"delay_s": 60, "content": "never"}, {"content": "later"}]
+    with anyio.fail_after(30):
+        async with Client(dirs.params(script), mode="legacy") as client:
+            session_id = (await structured(client, "session_create"))["session_id"]
+        hello = {
+            "protocolVersion": PROTOCOL["legacy"],
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        }
+        call = {
+            "name": "run_turn",
+            "arguments": {"prompt": "slow", "session_id": session_id},
+            "_meta": {"progressToken": 1},
+        }
+        lines = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+        ]
+        command, *args = dirs.argv(script)
+        async with await anyio.open_process([command, *args], env=server_env()) as process:
+            assert process.stdin is not None and process.stdout is not None
+            await process.stdin.send(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+            received = b""
+            async for chunk in process.stdout:
+                received += chunk
+                if b"sampling" in received:
+                    break
+            await process.stdin.aclose()
+            assert await process.wait() == 0
+        async with Client(dirs.params(script), mode="legacy") as client:
+            session = await structured(client, "session_get", {"session_id": session_id})
+    assert statuses(session) == ["cancelled"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent_server.errors import InvalidArgument, SessionNotFound, StoreError, TurnNotFound
+from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError, TurnNotFound
 from agent_server.store.base import SessionStore
 from agent_server.types import (
     ErrorInfo,
@@ -100,7 +100,7 @@ async def test_delete_session_removes_everything(store: SessionStore) -> None:
     keep = await store.create_session(title="keep", metadata={})
     gone = await store.create_session(title="gone", metadata={})
     await run_turn(store, gone.session_id)
-    await store.save_compaction(gone.session_id, compaction("s"), archive_through_seq=1)
+    await store.save_compaction(gone.session_id, compaction("s"), archive_through_seq=1, live_from_seq=1)
     await store.delete_session(gone.session_id)
     with pytest.raises(SessionNotFound):
         await store.get_session(gone.session_id)
@@ -115,10 +115,13 @@ UNKNOWN_SESSION_CALLS: dict[str, Callable[[SessionStore], Awaitable[Any]]] = {
     "delete_session": lambda s: s.delete_session("ses_missing"),
     "load_history": lambda s: s.load_history("ses_missing"),
     "all_messages": lambda s: s.all_messages("ses_missing"),
+    "list_messages": lambda s: s.list_messages("ses_missing", cursor=None, limit=5),
     "begin_turn": lambda s: s.begin_turn(running("ses_missing")),
     "get_turn": lambda s: s.get_turn("ses_missing", "turn_x"),
     "list_turns": lambda s: s.list_turns("ses_missing", cursor=None, limit=5),
-    "save_compaction": lambda s: s.save_compaction("ses_missing", compaction("s"), archive_through_seq=0),
+    "save_compaction": lambda s: s.save_compaction(
+        "ses_missing", compaction("s"), archive_through_seq=0, live_from_seq=1
+    ),
     "list_compactions": lambda s: s.list_compactions("ses_missing"),
     "fork_session": lambda s: s.fork_session("ses_missing", at_turn=None, title=None),
 }
@@ -232,7 +235,7 @@ async def test_compaction_archives_and_summarises(store: SessionStore) -> None:
     for prompt in ("a", "b"):
         await run_turn(store, session.session_id, prompt)
     record = compaction("the story so far")
-    await store.save_compaction(session.session_id, record, archive_through_seq=2)
+    await store.save_compaction(session.session_id, record, archive_through_seq=2, live_from_seq=1)
     history = await store.load_history(session.session_id)
     assert history.summary == "the story so far"
     assert [m.seq for m in history.messages] == [3, 4]
@@ -251,7 +254,47 @@ async def test_dry_run_compaction_is_listed_but_changes_nothing(store: SessionSt
     session = await store.create_session(title="s", metadata={})
     await run_turn(store, session.session_id)
     record = compaction("preview", dry_run=True)
-    await store.save_compaction(session.session_id, record, archive_through_seq=2)
+    await store.save_compaction(session.session_id, record, archive_through_seq=2, live_from_seq=1)
     history = await store.load_history(session.session_id)
     assert (history.summary, len(history.messages)) == (None, 2)
     assert await store.list_compactions(session.session_id) == [record]
+
+
+async def test_a_compaction_computed_from_a_stale_history_is_refused(store: SessionStore) -> None:
+    """Two compactions from one loaded history (two processes): the second would lose messages 3-4."""
+    session = await store.create_session(title="s", metadata={})
+    for prompt in ("a", "b", "c"):
+        await run_turn(store, session.session_id, prompt)
+    winner = compaction("covers 1-4")
+    await store.save_compaction(session.session_id, winner, archive_through_seq=4, live_from_seq=1)
+    with pytest.raises(CompactionConflict):
+        await store.save_compaction(
+            session.session_id, compaction("covers 1-2"), archive_through_seq=2, live_from_seq=1
+        )
+    history = await store.load_history(session.session_id)
+    assert (history.summary, [m.seq for m in history.messages]) == ("covers 1-4", [5, 6])
+    assert await store.list_compactions(session.session_id) == [winner]
+    # Computed from the winner's state, the next compaction goes through.
+    await store.save_compaction(session.session_id, compaction("covers 1-5"), archive_through_seq=5, live_from_seq=5)
+    assert [m.seq for m in (await store.load_history(session.session_id)).messages] == [6]
+
+
+async def test_list_messages_pages_every_message_by_seq_with_archived_flags(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    for prompt in ("a", "b", "c"):
+        await run_turn(store, session.session_id, prompt)
+    await store.save_compaction(session.session_id, compaction("S"), archive_through_seq=3, live_from_seq=1)
+    pages: list[list[tuple[int, bool]]] = []
+    cursor: str | None = None
+    for _ in range(10):
+        page, cursor = await store.list_messages(session.session_id, cursor=cursor, limit=4)
+        pages.append([(m.seq, archived) for m, archived in page])
+        if cursor is None:
+            break
+    assert pages == [[(1, True), (2, True), (3, True), (4, False)], [(5, False), (6, False)]]
+    everything = await store.all_messages(session.session_id)
+    assert await store.list_messages(session.session_id, cursor=None, limit=6) == (everything, None)
+    with pytest.raises(InvalidArgument):
+        await store.list_messages(session.session_id, cursor="bogus", limit=4)
+    with pytest.raises(InvalidArgument):
+        await store.list_messages(session.session_id, cursor=None, limit=0)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent_server.errors import TurnNotFound
+from agent_server.errors import InvalidArgument, TurnNotFound
 from agent_server.store.base import SessionStore
 from agent_server.types import TurnRecord
-from tests.unit.store.helpers import compaction, run_turn, running, texts
+from tests.unit.store.helpers import compaction, completed, exchange, run_turn, running, texts
 
 pytestmark = pytest.mark.anyio
 
@@ -19,7 +19,7 @@ async def compacted_session(store: SessionStore) -> tuple[str, list[TurnRecord]]
     """Turns t0, t1 (4 messages), a compaction archiving seqs 1-2 with summary S1, then t2 (seqs 5-6)."""
     session = await store.create_session(title="origin", metadata={"k": "v"})
     turns = [await run_turn(store, session.session_id, p) for p in ("t0", "t1")]
-    await store.save_compaction(session.session_id, compaction("S1"), archive_through_seq=2)
+    await store.save_compaction(session.session_id, compaction("S1"), archive_through_seq=2, live_from_seq=1)
     turns.append(await run_turn(store, session.session_id, "t2"))
     return session.session_id, turns
 
@@ -83,11 +83,53 @@ async def test_fork_at_unknown_turn(store: SessionStore) -> None:
         await store.fork_session(source, at_turn="turn_missing", title=None)
 
 
-async def test_fork_at_a_running_turn_without_messages(store: SessionStore) -> None:
+async def test_fork_at_a_running_turn_is_refused(store: SessionStore) -> None:
     session = await store.create_session(title="s", metadata={})
     await run_turn(store, session.session_id, "a")
     record = running(session.session_id)
     await store.begin_turn(record)
-    fork = await store.fork_session(session.session_id, at_turn=record.turn_id, title=None)
+    with pytest.raises(InvalidArgument, match="still running"):
+        await store.fork_session(session.session_id, at_turn=record.turn_id, title=None)
+
+
+async def test_fork_while_a_turn_runs_leaves_it_out(store: SessionStore) -> None:
+    """The fork holds the finished turns: a copy of the running one would stay `running` for good."""
+    session = await store.create_session(title="s", metadata={})
+    done = await run_turn(store, session.session_id, "a")
+    await store.begin_turn(running(session.session_id))
+    fork = await store.fork_session(session.session_id, at_turn=None, title=None)
+    turns, _ = await store.list_turns(fork.session_id, cursor=None, limit=10)
+    assert [(t.turn_id, t.status) for t in turns] == [(done.turn_id, "completed")]
+    assert fork.turn_count == 1
     assert await texts(store, fork.session_id) == ["a", "answer to a"]
-    assert (await store.get_turn(fork.session_id, record.turn_id)).status == "running"
+
+
+async def interleaved(store: SessionStore) -> tuple[str, TurnRecord, TurnRecord]:
+    """T1 starts, T2 starts, T2 finishes first (seqs 1-2), T1 finishes (seqs 3-4): two processes' order."""
+    session = await store.create_session(title="s", metadata={})
+    one, two = running(session.session_id, prompt="one"), running(session.session_id, prompt="two")
+    await store.begin_turn(one)
+    await store.begin_turn(two)
+    assert await store.finish_turn(completed(two), exchange("two", "answer to two"))
+    assert await store.finish_turn(completed(one), exchange("one", "answer to one"))
+    return session.session_id, one, two
+
+
+async def test_fork_takes_the_turns_messages_not_a_position(store: SessionStore) -> None:
+    source, one, two = await interleaved(store)
+    fork = await store.fork_session(source, at_turn=one.turn_id, title=None)
+    assert await texts(store, fork.session_id) == ["one", "answer to one"]
+    assert {m.turn_id for m, _ in await store.all_messages(fork.session_id)} == {one.turn_id}
+    page, _ = await store.list_turns(fork.session_id, cursor=None, limit=10)
+    assert [t.turn_id for t in page] == [one.turn_id]
+    everything = await store.fork_session(source, at_turn=two.turn_id, title=None)
+    assert await texts(store, everything.session_id) == ["two", "answer to two", "one", "answer to one"]
+
+
+async def test_fork_keeps_no_summary_of_a_turn_it_leaves_out(store: SessionStore) -> None:
+    source, one, _ = await interleaved(store)
+    await store.save_compaction(source, compaction("S covers two"), archive_through_seq=2, live_from_seq=1)
+    fork = await store.fork_session(source, at_turn=one.turn_id, title=None)
+    history = await store.load_history(fork.session_id)
+    assert (history.summary, [m.seq for m in history.messages]) == (None, [3, 4])
+    assert await store.list_compactions(fork.session_id) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import subprocess
@@ -136,6 +137,22 @@ async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     assert list((tmp_path / "owners").iterdir()) == []
 
 
+async def test_a_newer_schema_is_refused_before_the_file_is_changed(tmp_path: Path) -> None:
+    """A newer agent-server's database in rollback-journal mode stays exactly as it was (no WAL switch)."""
+    db = tmp_path / "state.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE future (x)")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(StoreError, match="newer"):
+        await SqliteStore.open(tmp_path)
+    assert db.read_bytes() == before
+    assert not (tmp_path / "state.db-wal").exists()
+    with contextlib.closing(sqlite3.connect(db)) as check:
+        assert check.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
 async def test_a_closed_store_raises_store_error(tmp_path: Path) -> None:
     store = await SqliteStore.open(tmp_path)
     await store.close()
@@ -267,3 +284,50 @@ async def test_a_version_1_store_forgets_its_stored_active_session(tmp_path: Pat
     finally:
         conn.close()
     assert (session.session_id, session.active) == ("ses_1", False)
+
+
+async def test_a_state_dir_that_is_a_file_is_a_readable_store_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    for state in (tmp_path / "file", tmp_path / "file" / "below"):
+        with pytest.raises(StoreError, match="is a file, not a directory") as caught:
+            await SqliteStore.open(state)
+        assert "Errno" not in caught.value.message
+
+
+async def test_a_read_only_state_dir_is_a_readable_store_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tests may run as root, for whom permissions do not apply: the OS refusal is simulated.
+    def refuse(path: str, *args: object, **kwargs: object) -> int:
+        raise PermissionError(errno.EACCES, "Permission denied", path)
+
+    monkeypatch.setattr(os, "open", refuse)
+    with pytest.raises(StoreError, match="the directory is not writable") as caught:
+        await SqliteStore.open(tmp_path / "state")
+    assert "Errno" not in caught.value.message
+
+
+async def test_a_record_nested_too_deep_is_a_store_error_and_writes_nothing(tmp_path: Path) -> None:
+    from agent_server.types import AssistantTurn, ToolCall
+
+    deep: dict[str, object] = {}
+    inner = deep
+    for _ in range(500):
+        inner["a"] = {}
+        inner = inner["a"]  # pyright: ignore[reportAssignmentType]
+    session_id = await new_session(tmp_path)
+    store = await SqliteStore.open(tmp_path)
+    try:
+        record = running(session_id)
+        await store.begin_turn(record)
+        call = ToolCall(id="c", name="t", arguments=deep)
+        done = record.model_copy(
+            update={
+                "status": "completed",
+                "assistant_turns": [AssistantTurn(phase="initial", text="", tool_calls=[call])],
+            }
+        )
+        with pytest.raises(StoreError, match="cannot serialise"):
+            await store.finish_turn(done, [Message(role="user", content="p")])
+        assert (await store.get_turn(session_id, record.turn_id)).status == "running"
+        assert await store.all_messages(session_id) == []
+    finally:
+        await store.close()
