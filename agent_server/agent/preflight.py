@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent_server.agent import prompts
-from agent_server.agent.compaction import should_compact, split_for_compaction, summarize
+from agent_server.agent.compaction import keep_budget, should_compact, split_for_compaction, summarize
 from agent_server.agent.context import AgentDeps
 from agent_server.agent.turn_state import TurnState
 from agent_server.events import CompactionEvent, EventIds, EventSink, StatusEvent
@@ -23,10 +23,13 @@ async def compact_session(
 ) -> CompactionRecord:
     """Summarise all but the last `keep_last` messages; archive them unless `dry_run`.
 
-    With nothing to compact, returns a record with `compacted_message_count == 0` and stores nothing.
+    The kept messages must also fit `keep_budget` of the context window: a recent message too big
+    for it is summarised rather than kept whole. With nothing to compact, returns a record with
+    `compacted_message_count == 0` and stores nothing.
     """
     history = await deps.store.load_history(session_id)
-    to_compact, preserved = split_for_compaction(history.messages, keep_last)
+    budget = keep_budget(deps.settings.context_window, deps.settings.compact_threshold)
+    to_compact, preserved = split_for_compaction(history.messages, keep_last, keep_tokens=budget)
     if not to_compact:
         return _nothing_to_compact(history.summary, [m.message for m in preserved], reason, dry_run)
     record = await summarize(
@@ -53,25 +56,29 @@ async def maybe_compact(
     history_tokens: int,
     tool_tokens: int,
     emit: EventSink,
+    turn_tokens: int | None = None,
 ) -> tuple[CompactionRecord | None, SessionHistory]:
-    """Compact before sampling when the estimated prompt crosses the configured threshold.
+    """Compact the session when the estimated next request crosses the configured threshold.
 
     `history_tokens` are the live messages' estimated tokens, `tool_tokens` the tool schemas'
-    (the caller has them already). Returns the compaction record (None when none ran) and the
-    session's history after it.
+    (the caller has them already); `turn_tokens` those of the turn's own messages so far (by
+    default its prompt: before the first sampling). Returns the compaction record (None when none
+    ran) and the session's history after it.
     """
     settings = deps.settings
-    history_text = (history.summary or "") + state.prompt
+    before_sampling = turn_tokens is None
+    turn = prompts.estimate_tokens(state.prompt) if turn_tokens is None else turn_tokens
     if not should_compact(
         system_tokens=prompts.estimate_tokens(system),
-        history_tokens=history_tokens + prompts.estimate_tokens(history_text),
+        history_tokens=history_tokens + prompts.estimate_tokens(history.summary or "") + turn,
         tool_tokens=tool_tokens,
         context_window=settings.context_window,
         threshold=settings.compact_threshold,
     ):
         return None, history
     ids = state.ids()
-    await emit(StatusEvent(phase="compact", message="compacting context before sampling", **ids))
+    when = "before sampling" if before_sampling else "between tool rounds"
+    await emit(StatusEvent(phase="compact", message=f"compacting context {when}", **ids))
     record = await compact_session(
         deps,
         state.session_id,

@@ -52,6 +52,14 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
         raise
     record = await _persist(deps, state)
     if record.error is not None and record.status != "completed":
+        logger.info(
+            "turn %s on session %s ended %s: %s: %s",
+            record.turn_id,
+            record.session_id,
+            record.status,
+            record.error.type,
+            record.error.message,
+        )
         await emit(ErrorEvent(error_type=record.error.type, message=record.error.message, **ids))
     await emit(DoneEvent(status=record.status, final_text=record.final_text, usage=record.usage, **ids))
     return record
