@@ -11,8 +11,8 @@ masked on the whole text before anything is cut.
 
 Streaming (the default) sends text deltas to `on_text` as they arrive; without streaming, the
 whole text goes to `on_text` once, after the response is read. A stream that breaks after HTTP 200
-before any delta (servers that cannot stream tool calls) is retried once without streaming, on a
-fresh connection (the broken one may sit in the pool and fail the next request). When an attempt
+before any delta (servers that cannot stream tool calls) is retried once without streaming; a
+broken stream's connection is closed, not left in the pool to fail the next request. When an attempt
 fails after streaming some text and is retried, that text is discarded: the `ModelResponse` holds
 only the successful attempt's text, but the caller has already seen the discarded deltas.
 `on_retry` (a constructor argument, or per call) is called before each retry with a reason that
@@ -156,14 +156,13 @@ class OpenAIChatLLM:
         body = build_body(request, model=model, options=self.options)
         notify = on_retry or self._on_retry
         logger.debug("openai: POST %s model=%s messages=%d", self._shown_url, model, len(request.messages))
-        attempt, fresh = 1, False
+        attempt = 1
         while True:
             seen = _Seen()
             try:
-                completion = await self._attempt(body, model, on_text, seen, fresh=fresh)
+                completion = await self._attempt(body, model, on_text, seen)
                 return self._response(completion, model, request)
             except _AttemptFailed as failure:
-                fresh = seen.streaming  # a broken stream's connection may still sit in the pool
                 if seen.streaming and not seen.output and body["stream"]:
                     body = with_stream(body, False)
                     await self._fall_back(attempt, failure, notify)
@@ -184,24 +183,22 @@ class OpenAIChatLLM:
                 response = response.model_copy(update={"tool_calls": calls, "tool_calls_from_text": True})
         return response
 
-    async def _attempt(
-        self, body: dict[str, Any], model: str, on_text: TextCallback | None, seen: _Seen, *, fresh: bool
-    ) -> Completion:
-        client = httpx.AsyncClient(timeout=self._timeout) if fresh and self._owns_client else self._client
+    async def _attempt(self, body: dict[str, Any], model: str, on_text: TextCallback | None, seen: _Seen) -> Completion:
         try:
-            async with client.stream(
+            async with self._client.stream(
                 "POST", self._url, json=body, headers=self._headers(body["stream"]), timeout=self._timeout
             ) as response:
                 await self._check_status(response, model)
                 if body["stream"] and not _is_json(response):
                     seen.streaming = True
-                    return await self._read_stream(response, on_text, seen)
+                    try:
+                        return await self._read_stream(response, on_text, seen)
+                    except (_AttemptFailed, httpx.HTTPError):
+                        await _drop_connection(response)
+                        raise
                 completion = self._parse_whole(await response.aread())
         except httpx.HTTPError as exc:
             raise self._transport_failure(exc) from exc
-        finally:
-            if client is not self._client:
-                await client.aclose()
         if on_text is not None and completion.text:  # a whole answer arrives as one delta
             await on_text(self._redact("".join(completion.text)))
         return completion
@@ -248,10 +245,10 @@ class OpenAIChatLLM:
         try:
             data = obj(json.loads(body))
         except ValueError:
-            text = error_text(body, self._redact)
+            text = error_text(body, self._redact_fragments)
             raise self._failed(f"response from {self._shown_url} is not JSON: {text}", True) from None
         if data.get("error") is not None and not data.get("choices"):
-            text = error_text(body, self._redact)
+            text = error_text(body, self._redact_fragments)
             raise self._failed(f"server error from {self._shown_url}: {text}", not is_validation_error(text))
         return parse_completion(data)
 
@@ -260,7 +257,7 @@ class OpenAIChatLLM:
         if status < 300:
             return
         await response.aread()
-        text = error_text(response.content, self._redact)
+        text = error_text(response.content, self._redact_fragments)
         retryable = status in RETRYABLE_STATUS or (status >= 500 and not is_validation_error(text))
         problem = _PROBLEMS.get(status) or ("server error" if status >= 500 else "request failed")
         if status == 404:
@@ -330,8 +327,18 @@ class OpenAIChatLLM:
         return self._key.mask(text) if self._key is not None else text
 
     def _redact_fragments(self, text: str) -> str:
-        """For one stream chunk quoted alone: the key may be split across it and its neighbours."""
+        """For a server's error text: a piece of the key at its edges is masked too (a key split across
+        stream chunks, or a body that ends inside one)."""
         return self._key.mask_fragments(text) if self._key is not None else text
+
+
+async def _drop_connection(response: httpx.Response) -> None:
+    """Close a broken stream's connection. When its body ended cleanly (only `[DONE]` missing) the pool
+    would keep it for the next request, though a server whose stream broke may be done with it: the
+    next request would then fail on it. A closed socket is dropped by the pool instead of reused."""
+    close = getattr(response.extensions.get("network_stream"), "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _is_json(response: httpx.Response) -> bool:
