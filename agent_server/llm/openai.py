@@ -11,7 +11,8 @@ masked on the whole text before anything is cut.
 
 Streaming (the default) sends text deltas to `on_text` as they arrive; without streaming, the
 whole text goes to `on_text` once, after the response is read. A stream that breaks after HTTP 200
-before any delta (servers that cannot stream tool calls) is retried once without streaming; a
+before any delta (servers that cannot stream tool calls) is retried once without streaming; when
+that passes for a request with tools, this client sends its later requests with tools unstreamed. A
 broken stream's connection is closed, not left in the pool to fail the next request. When an attempt
 fails after streaming some text and is retried, that text is discarded: the `ModelResponse` holds
 only the successful attempt's text, but the caller has already seen the discarded deltas.
@@ -134,6 +135,8 @@ class OpenAIChatLLM:
         self._client = httpx.AsyncClient(timeout=self._timeout) if http_client is None else http_client
         self._owns_client = http_client is None
         self._on_retry = on_retry
+        self._tools_unstreamed = False
+        """Set once a request with tools needed the fallback: later ones are sent without streaming."""
 
     def __repr__(self) -> str:
         key = "set" if self._key else "none"
@@ -154,17 +157,21 @@ class OpenAIChatLLM:
         """
         model = request.model or self.model
         body = build_body(request, model=model, options=self.options)
+        if request.tools and self._tools_unstreamed:
+            body = with_stream(body, False)
         notify = on_retry or self._on_retry
         logger.debug("openai: POST %s model=%s messages=%d", self._shown_url, model, len(request.messages))
-        attempt = 1
+        attempt, fell_back = 1, False
         while True:
             seen = _Seen()
             try:
                 completion = await self._attempt(body, model, on_text, seen)
+                if fell_back and request.tools:
+                    self._remember_unstreamed_tools()
                 return self._response(completion, model, request)
             except _AttemptFailed as failure:
                 if seen.streaming and not seen.output and body["stream"]:
-                    body = with_stream(body, False)
+                    body, fell_back = with_stream(body, False), True
                     await self._fall_back(attempt, failure, notify)
                 elif not failure.retryable or attempt >= self.options.max_attempts:
                     raise self._final_error(failure, attempt) from failure.__cause__
@@ -291,6 +298,13 @@ class OpenAIChatLLM:
         if failure.retryable:
             message += f" (gave up after {attempt} attempt{'s' if attempt != 1 else ''})"
         return ModelError(message, retryable=failure.retryable, status=failure.status)
+
+    def _remember_unstreamed_tools(self) -> None:
+        if not self._tools_unstreamed:
+            self._tools_unstreamed = True
+            logger.info(
+                "openai: %s answered without streaming: requests with tools are no longer streamed", self._shown_url
+            )
 
     async def _fall_back(self, attempt: int, failure: _AttemptFailed, notify: RetryCallback | None) -> None:
         reason = (

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -52,6 +52,8 @@ class Reply:
     stall: bool = False
     poison: bool = False
     """Keep the connection open after this reply, then drop the next request sent on it unanswered."""
+    match: Callable[[Any], bool] | None = None
+    """Only for a request whose JSON body this accepts; the first matching reply in the queue is taken."""
 
 
 @dataclass
@@ -138,7 +140,7 @@ class FakeOpenAIServer:
             try:
                 while await self._read_request(conn, stream):
                     quirk = _quirk_reply(self.quirks, self.requests[-1])
-                    reply = quirk or (self.replies.popleft() if self.replies else _exhausted())
+                    reply = quirk or self._take(self.requests[-1])
                     if not await self._respond(conn, stream, reply):
                         return
                     conn.start_next_cycle()
@@ -147,6 +149,13 @@ class FakeOpenAIServer:
                         return
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, h11.ProtocolError):
                 return
+
+    def _take(self, request: Received) -> Reply:
+        for reply in self.replies:
+            if reply.match is None or reply.match(request.json):
+                self.replies.remove(reply)
+                return reply
+        return _exhausted()
 
     async def _read_request(self, conn: h11.Connection, stream: SocketStream) -> bool:
         request: h11.Request | None = None

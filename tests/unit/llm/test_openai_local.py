@@ -73,8 +73,12 @@ async def _ignore(_text: str) -> None:
 
 def _long_validation_error() -> str:
     lines = ["26 validation errors for CreateChatCompletionRequest"]
-    lines += [f"body.messages.1.typed-dict.user.role\n  Input should be 'user' [type=literal_error] {i}" for i in range(25)]
-    lines.append("body.messages.1.typed-dict.assistant.content.str\n  Input should be a valid string [type=string_type, input_value=None]")
+    lines += [
+        f"body.messages.1.typed-dict.user.role\n  Input should be 'user' [type=literal_error] {i}" for i in range(25)
+    ]
+    lines.append(
+        "body.messages.1.typed-dict.assistant.content.str\n  Input should be a valid string [type=string_type, input_value=None]"
+    )
     return "\n".join(lines)
 
 
