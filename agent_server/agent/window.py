@@ -38,7 +38,9 @@ def result_budget(settings: Settings, calls: int) -> int:
 def fit_result(result: ToolResult, max_chars: int) -> ToolResult:
     """`result` with its text cut to `max_chars` characters in all, and a note saying what was cut.
 
-    A result with only structured content reaches the model as its JSON: that text is cut then.
+    The longest text parts give way first, so short ones (such as a note of the tool's own on what it
+    cut already) survive. A result with only structured content reaches the model as its JSON: that
+    text is cut then.
     """
     total = sum(len(part.text) for part in result.content if isinstance(part, TextPart))
     if total == 0 and result.structured is not None:
@@ -48,21 +50,25 @@ def fit_result(result: ToolResult, max_chars: int) -> ToolResult:
             total = len(text)
     if total <= max_chars:
         return result
-    content: list[ContentPart] = []
-    left = max_chars
-    for part in result.content:
-        if isinstance(part, TextPart):
-            if left <= 0:
-                continue
-            part = TextPart(text=part.text[:left])
-            left -= len(part.text)
-        content.append(part)
+    content = _shorten_longest(list(result.content), total - max_chars)
     note = (
         f"[truncated to fit the model's context window: this result has {total} characters of text, "
-        f"the first {max_chars} are shown; ask for less, e.g. read_file with offset/limit or a narrower query]"
+        f"cut to {max_chars} (its longest parts lose their ends); ask for less, e.g. read_file with "
+        "offset/limit or a narrower query]"
     )
     content.append(TextPart(text=note))
     return result.model_copy(update={"content": content})
+
+
+def _shorten_longest(content: list[ContentPart], excess: int) -> list[ContentPart]:
+    """`content` with `excess` characters cut from the ends of its longest text parts."""
+    texts = {i: part.text for i, part in enumerate(content) if isinstance(part, TextPart)}
+    while excess > 0:
+        index = max(texts, key=lambda i: len(texts[i]))
+        cut = min(excess, len(texts[index]))
+        texts[index] = texts[index][: len(texts[index]) - cut]
+        excess -= cut
+    return [TextPart(text=texts[i]) if i in texts else part for i, part in enumerate(content) if texts.get(i, True)]
 
 
 def over_threshold(settings: Settings, messages: list[Message], tool_tokens: int) -> bool:

@@ -1,65 +1,23 @@
 """Tool-using turns against a fake local OpenAI-compatible server with the quirks of llama.cpp-class servers.
 
 Each test drives `run_turn` over an in-memory client, with the real OpenAI provider talking HTTP to
-`tests/fakes/openai_server.py`.
+`tests/fakes/openai_server.py` (`openai_harness.local`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from mcp import Client
 
-from agent_server.llm.openai import OpenAIChatLLM
-from agent_server.server.app import create_server
-from agent_server.settings import OpenAIOptions
-from tests.fakes.openai_server import FakeOpenAIServer, Quirks, Reply, completion
-from tests.interaction.harness import MODES, EventRecorder, Progress, make_settings
+from tests.fakes.openai_server import Quirks, Reply, completion
+from tests.interaction.harness import MODES
+from tests.interaction.openai_harness import local
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", MODES)]
-
-FAST = {"backoff_base_s": 0.0, "backoff_max_s": 0.0}
-
-
-@dataclass
-class Local:
-    client: Client
-    model: FakeOpenAIServer
-    events: EventRecorder
-    workspace: Path
-
-    async def turn(self, prompt: str, **arguments: Any) -> tuple[dict[str, Any], Progress]:
-        progress = Progress()
-        result = await self.client.call_tool("run_turn", {"prompt": prompt, **arguments}, progress_callback=progress)
-        return result.structured_content or {}, progress
-
-    def statuses(self) -> list[str]:
-        return [e["message"] for e in self.events.events if e["type"] == "status"]
-
-
-@asynccontextmanager
-async def local(
-    tmp_path: Path, mode: str, quirks: Quirks | None = None, openai: dict[str, Any] | None = None, **settings: Any
-) -> AsyncIterator[Local]:
-    async with FakeOpenAIServer(quirks) as model:
-        options = OpenAIOptions(base_url=model.base_url, **{**FAST, **(openai or {})})
-        config = make_settings(tmp_path, openai=options, **settings)
-        llm = OpenAIChatLLM(options, api_key=None, model="local")
-        recorder = EventRecorder()
-        try:
-            with anyio.fail_after(20):
-                async with Client(create_server(config, llm=llm), mode=mode, extensions=[recorder]) as client:
-                    yield Local(client, model, recorder, config.workspace)
-        finally:
-            await llm.aclose()
 
 
 def read_call(path: str = "notes.txt") -> dict[str, Any]:

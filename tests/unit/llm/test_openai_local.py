@@ -77,7 +77,8 @@ def _long_validation_error() -> str:
         f"body.messages.1.typed-dict.user.role\n  Input should be 'user' [type=literal_error] {i}" for i in range(25)
     ]
     lines.append(
-        "body.messages.1.typed-dict.assistant.content.str\n  Input should be a valid string [type=string_type, input_value=None]"
+        "body.messages.1.typed-dict.assistant.content.str\n"
+        "  Input should be a valid string [type=string_type, input_value=None]"
     )
     return "\n".join(lines)
 
