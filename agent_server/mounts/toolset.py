@@ -293,12 +293,14 @@ class _Cut:
                 return None
             self.left -= len(part.data)
             return part
-        data = part.text.encode()
-        if len(data) <= self.left:
+        text = part.text
+        head = text[: self.left + 1]  # encode no more than can be kept: a character is at least one byte
+        data = head.encode()
+        if len(head) == len(text) and len(data) <= self.left:
             self.left -= len(data)
             return part
         kept = data[: self.left].decode("utf-8", errors="ignore")
-        self.notes.append(f"text of {len(data)} bytes cut to its first {len(kept.encode())}")
+        self.notes.append(f"text of {len(text)} characters cut to its first {len(kept)}")
         self.left = 0
         return TextPart(text=kept) if kept else None
 

@@ -32,7 +32,7 @@ def test_long_text_is_cut_with_a_note_saying_what_was_cut() -> None:
     out = to_tool_result("c", "t", result(types.TextContent(text="x" * 20_000_000)), max_bytes=LIMIT)
     kept, note = texts(out.content)
     assert kept == "x" * LIMIT
-    assert "text of 20000000 bytes cut to its first 4096" in note and "mount_result_max_bytes" in note
+    assert "text of 20000000 characters cut to its first 4096" in note and "mount_result_max_bytes" in note
 
 
 def test_the_budget_is_shared_by_the_parts_and_counts_utf8_bytes() -> None:
