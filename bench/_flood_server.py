@@ -1,4 +1,4 @@
-"""A stdio MCP server with one tool, `flood(size)`, that returns `size` characters of text (for `mounted_result_size.py`)."""
+"""A stdio MCP server with one tool, `flood(size)`, returning `size` characters (for `mounted_result_size.py`)."""
 
 from __future__ import annotations
 
