@@ -149,7 +149,9 @@ async def test_unset_sampling_options_are_not_sent() -> None:
 
 
 async def test_a_key_straddling_the_error_text_cut_never_leaves_a_piece_in_the_message() -> None:
-    body = {"error": {"message": "x" * 490 + f" invalid api key {KEY} " + "y" * 3000}}
+    body = {
+        "error": {"message": "x" * 470 + f" invalid api key {KEY} " + "y" * 3000}
+    }  # the old cut at 500 fell inside the key
     async with provider() as (server, llm, _):
         server.add(Reply(status=401, json=body))
         with pytest.raises(ModelError) as caught:
