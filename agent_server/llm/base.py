@@ -40,7 +40,7 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     model: str | None = None
     tool_calls_from_text: bool = False
-    """The tool calls were recovered from JSON the model wrote as its answer's text (`text` keeps it)."""
+    """The tool calls were recovered from JSON the model wrote as its answer's text (`text` is then empty)."""
 
 
 class LLMClient(Protocol):

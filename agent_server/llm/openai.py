@@ -187,7 +187,9 @@ class OpenAIChatLLM:
         if self.options.parse_text_tool_calls == "auto" and not response.tool_calls and request.tools:
             calls = recover_tool_calls(response.text, {tool.name for tool in request.tools})
             if calls:
-                response = response.model_copy(update={"tool_calls": calls, "tool_calls_from_text": True})
+                # The calls replace the text they were written in: the history then holds them once, as calls.
+                update = {"text": "", "tool_calls": calls, "tool_calls_from_text": True}
+                response = response.model_copy(update=update)
         return response
 
     async def _attempt(self, body: dict[str, Any], model: str, on_text: TextCallback | None, seen: _Seen) -> Completion:

@@ -60,6 +60,7 @@ async def test_tool_calls_written_as_text_are_run_with_parse_text_tool_calls_aut
     (tool_round,) = record["tool_rounds"]
     assert tool_round["requested_tools"][0]["name"] == "read_file"
     assert tool_round["requested_tools"][0]["arguments"] == {"path": "notes.txt"}
+    assert h.model.requests[1].json["messages"][-2]["content"] == ""  # the call is sent back as a call, not text
     assert "the answer is 42" in h.model.requests[1].json["messages"][-1]["content"]
     assert any("recovered from text: read_file" in m for m in h.statuses())
 
