@@ -7,6 +7,7 @@ from agent_server.agent.compaction import keep_budget, should_compact, split_for
 from agent_server.agent.context import AgentDeps
 from agent_server.agent.turn_state import TurnState
 from agent_server.events import CompactionEvent, EventIds, EventSink, StatusEvent
+from agent_server.settings import Settings
 from agent_server.types import CompactionRecord, Message, SessionHistory, utc_now
 
 
@@ -65,24 +66,18 @@ async def maybe_compact(
     default its prompt: before the first sampling). Returns the compaction record (None when none
     ran) and the session's history after it.
     """
-    settings = deps.settings
-    before_sampling = turn_tokens is None
     turn = prompts.estimate_tokens(state.prompt) if turn_tokens is None else turn_tokens
-    if not should_compact(
-        system_tokens=prompts.estimate_tokens(system),
-        history_tokens=history_tokens + prompts.estimate_tokens(history.summary or "") + turn,
-        tool_tokens=tool_tokens,
-        context_window=settings.context_window,
-        threshold=settings.compact_threshold,
-    ):
+    live = history_tokens + prompts.estimate_tokens(history.summary or "") + turn
+    if not _over(deps.settings, system_tokens=prompts.estimate_tokens(system), live=live, tool_tokens=tool_tokens):
         return None, history
     ids = state.ids()
-    when = "before sampling" if before_sampling else "between tool rounds"
+    when = "before sampling" if turn_tokens is None else "between tool rounds"
     await emit(StatusEvent(phase="compact", message=f"compacting context {when}", **ids))
+    keep_last = deps.settings.compact_keep_last
     record = await compact_session(
         deps,
         state.session_id,
-        keep_last=settings.compact_keep_last,
+        keep_last=keep_last,
         instructions=None,
         reason="token-pressure",
         dry_run=False,
@@ -92,6 +87,16 @@ async def maybe_compact(
     if not record.compacted_message_count:
         return None, history
     return record, await deps.store.load_history(state.session_id)
+
+
+def _over(settings: Settings, *, system_tokens: int, live: int, tool_tokens: int) -> bool:
+    return should_compact(
+        system_tokens=system_tokens,
+        history_tokens=live,
+        tool_tokens=tool_tokens,
+        context_window=settings.context_window,
+        threshold=settings.compact_threshold,
+    )
 
 
 def _nothing_to_compact(summary: str | None, preserved: list[Message], reason: str, dry_run: bool) -> CompactionRecord:
