@@ -47,6 +47,16 @@ class OpenAIOptions(BaseModel):
     retry_after_max_s: float = Field(default=30, ge=0)
     prices: dict[str, Price] = Field(default_factory=dict[str, Price])
     """Model name -> price; `usage.cost_usd` is set when the turn's model has one."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Sent as `max_tokens` when set: bounds a runaway generation (local servers default to unbounded)."""
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    """Sent when set; 0 with a `seed` makes a local model's runs repeatable."""
+    seed: int | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict[str, Any])
+    """Merged into every request body last (server-specific fields such as `top_k` or `cache_prompt`)."""
+    parse_text_tool_calls: Literal["off", "auto"] = "off"
+    """`auto`: an answer that is only tool calls written as JSON (bare, in a ```json fence or in
+    `<tool_call>` tags) naming offered tools becomes those calls; for local models that do this."""
 
 
 class Settings(BaseModel):
@@ -74,6 +84,10 @@ class Settings(BaseModel):
     heartbeat_s: float = Field(default=10, gt=0)
     """While a call runs and nothing was sent for this long, a progress notification says what it waits on."""
     read_file_max_bytes: int = Field(default=256 * 1024, ge=1)
+    mount_result_max_bytes: int = Field(default=256 * 1024, ge=1024)
+    """A mounted server's result keeps at most this much text and structured content (UTF-8), with a note."""
+    tool_result_max_share: float = Field(default=0.25, gt=0, le=1)
+    """One tool round's results get at most this share of `context_window` (estimated tokens) in the prompt."""
     search_max_matches: int = Field(default=200, ge=1)
     openai: OpenAIOptions = Field(default_factory=OpenAIOptions)
     mcp_servers: dict[str, Any] = Field(default_factory=dict[str, Any], alias="mcpServers")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -104,21 +104,30 @@ TraceMode = Literal["standard", "extended"]
 
 
 class Usage(_Model):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
+    """Token counts; None where the provider did not report a count (unknown, not zero)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
     cost_usd: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
-        cost = (
-            None if self.cost_usd is None and other.cost_usd is None else (self.cost_usd or 0) + (other.cost_usd or 0)
-        )
+        """Known counts add up; a count stays None only when neither side knows it."""
         return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            total_tokens=self.total_tokens + other.total_tokens,
-            cost_usd=cost,
+            prompt_tokens=_add(self.prompt_tokens, other.prompt_tokens),
+            completion_tokens=_add(self.completion_tokens, other.completion_tokens),
+            total_tokens=_add(self.total_tokens, other.total_tokens),
+            cost_usd=_add(self.cost_usd, other.cost_usd),
         )
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _add(a: _N | None, b: _N | None) -> _N | None:
+    if a is None:
+        return b
+    return a if b is None else a + b
 
 
 class AssistantTurn(_Model):

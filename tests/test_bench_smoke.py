@@ -206,3 +206,9 @@ def test_code_size_json() -> None:
     r: dict[str, Any] = json.loads(run("code_size.py", "--json"))
     assert r["modules"]["longest"][0]["lines"] >= r["modules"]["median"]
     assert r["functions"]["longest"][0]["lines"] >= r["functions"]["p90"]
+
+
+def test_mounted_result_size_prints_its_figures() -> None:
+    out = run("mounted_result_size.py", "--size", "100000")
+    labels = ["mounted result of 100000 characters", "RSS growth:", "state.db growth:", "estimated history tokens:"]
+    assert_labels(out, labels)

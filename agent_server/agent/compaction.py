@@ -2,9 +2,11 @@
 
 The pieces are small and composable; the loop and the `compact` tool put them together:
 
-1. `should_compact` decides from estimated tokens (preflight, before sampling).
-2. `split_for_compaction` picks the messages to fold and the recent ones to keep verbatim,
-   never separating a tool result from the assistant message that asked for it.
+1. `should_compact` decides from estimated tokens (before sampling: at the start of a turn and
+   between its tool rounds).
+2. `split_for_compaction` picks the messages to fold and the recent ones to keep verbatim (within
+   `keep_budget` tokens, so an oversized recent message is folded, not kept whole), never
+   separating a tool result from the assistant message that asked for it.
 3. `summarize` asks the model for the summary, with the previous summary as input, and falls
    back to a deterministic summary when the model fails, so the session stays usable.
 4. `summary_message` is what the loop puts before the live history in the next request.
@@ -46,6 +48,15 @@ superseded details. Be concise and factual; use short sections or bullet points.
 summary only."""
 
 
+KEEP_SHARE = 0.5
+"""The messages kept verbatim by a compaction take at most this share of the compaction threshold."""
+
+
+def keep_budget(context_window: int, threshold: float) -> int:
+    """Estimated tokens the preserved messages of a compaction may take."""
+    return int(context_window * threshold * KEEP_SHARE)
+
+
 def should_compact(
     *, system_tokens: int, history_tokens: int, tool_tokens: int, context_window: int, threshold: float
 ) -> bool:
@@ -54,17 +65,38 @@ def should_compact(
 
 
 def split_for_compaction(
-    messages: list[StoredMessage], keep_last: int
+    messages: list[StoredMessage], keep_last: int, *, keep_tokens: int | None = None
 ) -> tuple[list[StoredMessage], list[StoredMessage]]:
     """Split history into (to_compact, preserved), preserving about the last `keep_last` messages.
 
-    The boundary moves earlier while the first preserved message would be a `tool` result, so a
-    tool result always stays with the assistant message that requested it.
+    With `keep_tokens`, the preserved messages also fit in that many estimated tokens: a recent
+    message too big for it is folded into the summary (its transcript entry is clipped) instead of
+    being kept whole, and so is everything before it.
+
+    A tool result always stays with the assistant message that requested it: when the count ends the
+    preserved run at a `tool` result, the boundary moves earlier to include the request; when the
+    token budget does, it moves later, folding the request and its results together.
     """
     boundary = max(0, len(messages) - max(0, keep_last))
+    by_tokens = _token_boundary(messages, keep_tokens) if keep_tokens is not None else 0
+    if by_tokens > boundary:
+        boundary = by_tokens
+        while boundary < len(messages) and messages[boundary].message.role == "tool":
+            boundary += 1
+        return messages[:boundary], messages[boundary:]
     while 0 < boundary < len(messages) and messages[boundary].message.role == "tool":
         boundary -= 1
     return messages[:boundary], messages[boundary:]
+
+
+def _token_boundary(messages: list[StoredMessage], keep_tokens: int) -> int:
+    """The first index of the longest run of last messages whose estimated tokens fit `keep_tokens`."""
+    used = 0
+    for index in range(len(messages) - 1, -1, -1):
+        used += estimate_message_tokens([messages[index].message])
+        if used > keep_tokens:
+            return index + 1
+    return 0
 
 
 def summary_message(summary: str) -> Message:

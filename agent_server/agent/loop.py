@@ -2,6 +2,7 @@
 
     sampling --(answer without tools)--> finalizing            status completed
     sampling --(tools requested)-------> executing_tools --> post_tool_decision --> sampling
+                                         (the request is fitted to the window again: `window.py`)
     sampling --(tools requested, no passes left)--> finalizing status halted
     sampling --(model error)-----------> finalizing            status failed
 
@@ -10,6 +11,7 @@ Timeouts and cancellation are applied around this by `agent/turns.py`.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import anyio
@@ -21,10 +23,13 @@ from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.preflight import maybe_compact
 from agent_server.agent.tool_calls import result_messages, run_tool_round
 from agent_server.agent.turn_state import TurnState
+from agent_server.agent.window import fit_between_rounds, result_budget
 from agent_server.errors import ModelError
 from agent_server.events import EventIds, EventSink, PromptTraceEvent, StatusEvent, TokenEvent
 from agent_server.llm.base import ModelRequest, ModelResponse
 from agent_server.types import AssistantTurn, ErrorInfo, Message, ToolRound, ToolSpec
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(kw_only=True)
@@ -35,6 +40,9 @@ class _Run:
     emit: EventSink
     tools: list[ToolSpec]
     messages: list[Message] = field(default_factory=list[Message])
+    turn_start: int = 0
+    """Where the turn's own messages (its prompt onwards) begin in `messages`."""
+    tool_tokens: int = 0
 
     @property
     def ids(self) -> EventIds:
@@ -50,12 +58,16 @@ async def drive(deps: AgentDeps, request: TurnRequest, state: TurnState, emit: E
     await _prepare(run)
     tool_round = 0
     while True:
+        if tool_round:
+            run.messages = await fit_between_rounds(
+                deps, state, run.messages, turn_start=run.turn_start, tool_tokens=run.tool_tokens, emit=emit
+            )
         await run.status("sampling", f"sampling (round {tool_round + 1})")
         response = await _sample(run, tool_round)
         if response is None:
             return
         if not response.tool_calls:
-            _finish_with_answer(run, response)
+            await _finish_with_answer(run, response)
             return
         state.transition("sampling", "executing_tools", "assistant_requested_tools")
         if tool_round >= request.max_tool_passes:
@@ -88,6 +100,8 @@ async def _prepare(run: _Run) -> None:
     user = Message(role="user", content=run.request.prompt)
     framing = [summary_message(history.summary)] if history.summary else []
     run.messages = [Message(role="system", content=system), *framing, *(m.message for m in history.messages), user]
+    run.turn_start = len(run.messages) - 1
+    run.tool_tokens = tool_tokens
     run.state.committed.append(user)
     await run.emit(
         PromptTraceEvent(
@@ -107,8 +121,7 @@ async def _sample(run: _Run, tool_round: int) -> ModelResponse | None:
         await run.emit(TokenEvent(delta=delta, **run.ids))
 
     async def on_retry(attempt: int, reason: str) -> None:
-        message = f"model attempt {attempt} failed, retrying; text streamed by it is discarded: {reason}"
-        await run.status("sampling", message)
+        await run.status("sampling", f"model attempt {attempt} failed: {reason}")
 
     try:
         response = await run.deps.llm.complete(request, on_text=on_text, on_retry=on_retry)
@@ -123,10 +136,18 @@ async def _sample(run: _Run, tool_round: int) -> ModelResponse | None:
     run.state.assistant_turns.append(
         AssistantTurn(phase=phase, text=response.text, tool_calls=response.tool_calls, reasoning=reasoning)
     )
+    if response.tool_calls_from_text:
+        names = ", ".join(call.name for call in response.tool_calls)
+        await run.status("sampling", f"the model wrote its tool call(s) as text; recovered from text: {names}")
+        logger.info("turn %s: tool call(s) recovered from the answer's text: %s", run.state.turn_id, names)
     return response
 
 
-def _finish_with_answer(run: _Run, response: ModelResponse) -> None:
+async def _finish_with_answer(run: _Run, response: ModelResponse) -> None:
+    if not response.text.strip():
+        message = "warning: the model's final answer is empty"
+        await run.status("finalizing", message)
+        logger.warning("turn %s: %s", run.state.turn_id, message)
     run.state.transition("sampling", "finalizing", "assistant_finished_without_tools")
     run.state.committed.append(Message(role="assistant", content=response.text))
     run.state.finish("completed", final_text=response.text)
@@ -143,7 +164,12 @@ async def _tool_round(run: _Run, response: ModelResponse, tool_round: int) -> No
     await run.status("executing_tools", f"running {len(response.tool_calls)} tool call(s) (round {tool_round})")
     assistant = Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
     results = await run_tool_round(
-        run.deps.tools, response.tool_calls, tool_round=tool_round, emit=run.emit, ids=run.ids
+        run.deps.tools,
+        response.tool_calls,
+        tool_round=tool_round,
+        emit=run.emit,
+        ids=run.ids,
+        max_chars=result_budget(run.deps.settings, len(response.tool_calls)),
     )
     step = [assistant, *result_messages(results)]
     run.messages += step

@@ -6,11 +6,12 @@ import functools
 import logging
 
 from agent_server.agent import prompts
-from agent_server.agent.compaction import should_compact, split_for_compaction, summarize
+from agent_server.agent.compaction import keep_budget, should_compact, split_for_compaction, summarize
 from agent_server.agent.context import AgentDeps
 from agent_server.agent.turn_state import TurnState
 from agent_server.errors import CompactionConflict
 from agent_server.events import CompactionEvent, EventIds, EventSink, StatusEvent
+from agent_server.settings import Settings
 from agent_server.types import CompactionRecord, Message, SessionHistory, utc_now
 
 logger = logging.getLogger(__name__)
@@ -32,10 +33,12 @@ async def compact_session(
 ) -> CompactionRecord:
     """Summarise all but the last `keep_last` messages; archive them unless `dry_run`.
 
-    With nothing to compact, returns a record with `compacted_message_count == 0` and stores nothing.
-    When another process compacted the session between loading its history and saving (the store
-    refuses with `CompactionConflict`), the compaction is computed again from the new state, up to
-    `COMPACTION_ATTEMPTS` times in all; then the conflict propagates.
+    The kept messages must also fit `keep_budget` of the context window: a recent message too big
+    for it is summarised rather than kept whole. With nothing to compact, returns a record with
+    `compacted_message_count == 0` and stores nothing. When another process compacted the session
+    between loading its history and saving (the store refuses with `CompactionConflict`), the
+    compaction is computed again from the new state, up to `COMPACTION_ATTEMPTS` times in all; then
+    the conflict propagates.
     """
     once = functools.partial(
         _compact_once, deps, session_id, keep_last, instructions, reason=reason, dry_run=dry_run, emit=emit, ids=ids
@@ -63,7 +66,8 @@ async def _compact_once(
     ids: EventIds,
 ) -> CompactionRecord:
     history = await deps.store.load_history(session_id)
-    to_compact, preserved = split_for_compaction(history.messages, keep_last)
+    budget = keep_budget(deps.settings.context_window, deps.settings.compact_threshold)
+    to_compact, preserved = split_for_compaction(history.messages, keep_last, keep_tokens=budget)
     if not to_compact:
         return _nothing_to_compact(history.summary, [m.message for m in preserved], reason, dry_run)
     record = await summarize(
@@ -91,30 +95,27 @@ async def maybe_compact(
     history_tokens: int,
     tool_tokens: int,
     emit: EventSink,
+    turn_tokens: int | None = None,
 ) -> tuple[CompactionRecord | None, SessionHistory]:
-    """Compact before sampling when the estimated prompt crosses the configured threshold.
+    """Compact the session when the estimated next request crosses the configured threshold.
 
     `history_tokens` are the live messages' estimated tokens, `tool_tokens` the tool schemas'
-    (the caller has them already). Returns the compaction record (None when none ran) and the
-    session's history after it.
+    (the caller has them already); `turn_tokens` those of the turn's own messages so far (by
+    default its prompt: before the first sampling). Returns the compaction record (None when none
+    ran) and the session's history after it.
     """
-    settings = deps.settings
-    history_text = (history.summary or "") + state.prompt
-    if not should_compact(
-        system_tokens=prompts.estimate_tokens(system),
-        history_tokens=history_tokens + prompts.estimate_tokens(history_text),
-        tool_tokens=tool_tokens,
-        context_window=settings.context_window,
-        threshold=settings.compact_threshold,
-    ):
+    turn = prompts.estimate_tokens(state.prompt) if turn_tokens is None else turn_tokens
+    live = history_tokens + prompts.estimate_tokens(history.summary or "") + turn
+    if not _over(deps.settings, system_tokens=prompts.estimate_tokens(system), live=live, tool_tokens=tool_tokens):
         return None, history
     ids = state.ids()
-    await emit(StatusEvent(phase="compact", message="compacting context before sampling", **ids))
+    when = "before sampling" if turn_tokens is None else "between tool rounds"
+    await emit(StatusEvent(phase="compact", message=f"compacting context {when}", **ids))
     try:
         record = await compact_session(
             deps,
             state.session_id,
-            keep_last=settings.compact_keep_last,
+            keep_last=deps.settings.compact_keep_last,
             instructions=None,
             reason="token-pressure",
             dry_run=False,
@@ -127,6 +128,16 @@ async def maybe_compact(
     if not record.compacted_message_count:
         return None, history
     return record, await deps.store.load_history(state.session_id)
+
+
+def _over(settings: Settings, *, system_tokens: int, live: int, tool_tokens: int) -> bool:
+    return should_compact(
+        system_tokens=system_tokens,
+        history_tokens=live,
+        tool_tokens=tool_tokens,
+        context_window=settings.context_window,
+        threshold=settings.compact_threshold,
+    )
 
 
 def _nothing_to_compact(summary: str | None, preserved: list[Message], reason: str, dry_run: bool) -> CompactionRecord:

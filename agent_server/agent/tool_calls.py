@@ -12,6 +12,7 @@ import time
 
 import anyio
 
+from agent_server.agent.window import fit_result
 from agent_server.events import EventIds, EventSink, ToolProgressEvent, ToolResultEvent, ToolStartEvent
 from agent_server.tools.base import Toolset
 from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
@@ -29,13 +30,19 @@ async def run_tool_round(
     tool_round: int,
     emit: EventSink,
     ids: EventIds,
+    max_chars: int | None = None,
 ) -> list[ToolResult]:
-    """Run every call of one round concurrently; return the results in call order."""
+    """Run every call of one round concurrently; return the results in call order.
+
+    With `max_chars`, each result's text is cut to it (`window.fit_result`) before anyone sees it.
+    """
     results: list[ToolResult | None] = [None] * len(calls)
 
     async def run_one(index: int, call: ToolCall) -> None:
         await emit(ToolStartEvent(tool_round=tool_round, call=call, **ids))
         result = await _call(tools, call, emit=emit, ids=ids)
+        if max_chars is not None:
+            result = fit_result(result, max_chars)
         results[index] = result
         await emit(ToolResultEvent(tool_round=tool_round, result=result, **ids))
 

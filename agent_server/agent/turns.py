@@ -58,9 +58,16 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
         raise
     record = await _persist(deps, state)
     if record.error is not None and record.status != "completed":
+        _log_ending(record, record.error)
         await emit(ErrorEvent(error_type=record.error.type, message=record.error.message, **ids))
     await emit(DoneEvent(status=record.status, final_text=record.final_text, usage=record.usage, **ids))
     return record
+
+
+def _log_ending(record: TurnRecord, error: ErrorInfo) -> None:
+    """One INFO line per turn that did not complete, so a failure shows in the log at the default level."""
+    ending = f"{record.status}: {error.type}: {error.message}"
+    logger.info("turn %s on session %s ended %s", record.turn_id, record.session_id, ending)
 
 
 async def _drive_with_timeout(deps: AgentDeps, request: TurnRequest, state: TurnState, emit: EventSink) -> None:

@@ -7,18 +7,21 @@ the same conversion (`Completion.to_response`) and come out identical.
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, cast
 
 from agent_server.llm.base import ModelRequest, ModelResponse
-from agent_server.settings import Price
+from agent_server.settings import OpenAIOptions, Price
 from agent_server.types import ImagePart, Message, TextPart, ToolCall, ToolSpec, Usage, new_id
 
-ERROR_TEXT_MAX = 500
-"""The server's error text is cut to this many characters in messages."""
+ERROR_TEXT_MAX = 1_200
+"""The server's error text is cut to this many characters in messages (its middle goes: see `cut_middle`)."""
+CHUNK_TEXT_MAX = 300
+"""A malformed stream chunk is quoted up to this many characters."""
 
 
 def obj(value: object) -> dict[str, Any]:
@@ -34,15 +37,29 @@ def seq(value: object) -> list[Any]:
 # --- request ------------------------------------------------------------------------------
 
 
-def build_body(request: ModelRequest, *, model: str, stream: bool) -> dict[str, Any]:
-    """The JSON body of a `POST /chat/completions` for `request`."""
-    body: dict[str, Any] = {"model": model, "messages": map_messages(request.messages), "stream": stream}
-    if stream:
-        body["stream_options"] = {"include_usage": True}
+def build_body(request: ModelRequest, *, model: str, options: OpenAIOptions) -> dict[str, Any]:
+    """The JSON body of a `POST /chat/completions` for `request`.
+
+    The sampling options that are set are sent; `extra_body` is merged last, so it can add any
+    server-specific field (or override one of ours, at the user's own risk).
+    """
+    body: dict[str, Any] = {"model": model, "messages": map_messages(request.messages)}
     if request.tools:
         body["tools"] = [map_tool(tool) for tool in request.tools]
         body["tool_choice"] = "auto"
-    return body
+    sampling = {"max_tokens": options.max_tokens, "temperature": options.temperature, "seed": options.seed}
+    body.update({key: value for key, value in sampling.items() if value is not None})
+    body.update(options.extra_body)
+    return with_stream(body, options.stream)
+
+
+def with_stream(body: dict[str, Any], stream: bool) -> dict[str, Any]:
+    """`body` asking for a streamed answer (with usage) or a whole one."""
+    out = {key: value for key, value in body.items() if key != "stream_options"}
+    out["stream"] = stream
+    if stream:
+        out["stream_options"] = {"include_usage": True}
+    return out
 
 
 def map_tool(tool: ToolSpec) -> dict[str, Any]:
@@ -84,8 +101,7 @@ def _map_message(message: Message) -> dict[str, Any]:
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
             for c in message.tool_calls
         ]
-        if wire["content"] == "":
-            wire["content"] = None
+        # Empty stays "": llama-cpp-python's server answers HTTP 500 to `null`, and every server takes "".
     return wire
 
 
@@ -125,6 +141,10 @@ class Completion:
     calls: dict[int, PartialCall] = field(default_factory=dict[int, PartialCall])
     usage: dict[str, Any] = field(default_factory=dict[str, Any])
     model: str | None = None
+
+    def has_output(self) -> bool:
+        """Any text, reasoning or tool call arrived."""
+        return bool(self.text or self.reasoning or self.calls)
 
     def to_response(self, requested_model: str, prices: dict[str, Price]) -> ModelResponse:
         model = self.model or requested_model
@@ -208,10 +228,13 @@ def _tool_call(partial: PartialCall) -> ToolCall:
 
 
 def _usage(raw: dict[str, Any], price: Price | None) -> Usage:
+    """The reported usage; a count the server did not report stays None (unknown), never 0."""
     prompt, completion = _int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens"))
-    total = _int(raw.get("total_tokens")) or prompt + completion
+    total = _int(raw.get("total_tokens"))
+    if total is None and prompt is not None and completion is not None:
+        total = prompt + completion
     cost = None
-    if price is not None:
+    if price is not None and prompt is not None and completion is not None:
         cost = prompt * price.input_per_mtok / 1e6 + completion * price.output_per_mtok / 1e6
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total, cost_usd=cost)
 
@@ -227,23 +250,50 @@ def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # --- errors -------------------------------------------------------------------------------
 
 
-def error_text(body: bytes) -> str:
-    """The server's own error text: `error.message` (or a similar field) of a JSON body, else the body."""
+Redact = Callable[[str], str]
+
+
+def error_text(body: bytes, redact: Redact) -> str:
+    """The server's own error text: `error.message` (or a similar field) of a JSON body, else the body.
+
+    Secrets are masked (`redact`) on the whole text before it is cut, so no part of one survives a cut.
+    """
     text = body.decode("utf-8", errors="replace").strip()
     try:
         data: object = json.loads(text)
     except ValueError:
         data = None
     found = _error_message(data)
-    text = found or text or "(empty body)"
-    return text if len(text) <= ERROR_TEXT_MAX else text[:ERROR_TEXT_MAX] + "..."
+    return cut_middle(redact(found or text or "(empty body)"), ERROR_TEXT_MAX)
+
+
+def cut_middle(text: str, limit: int) -> str:
+    """`text` within about `limit` characters, its middle cut out: a validation error's decisive
+    line is often the last one, and its first lines say what failed."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    return f"{text[:head]} [... {len(text) - limit} characters cut ...] {text[-tail:]}"
+
+
+_VALIDATION_SHAPES = re.compile(
+    r"validation error|Input should be|Field required|field required|value is not a valid|"
+    r"""['"](?:loc|type_error|value_error)['"]\s*:|Invalid schema|is not valid under|invalid_request_error""",
+)
+
+
+def is_validation_error(text: str) -> bool:
+    """True when a 5xx body reads as request validation (pydantic and JSON Schema phrasings): sending
+    the same request again cannot pass, so it is not retried."""
+    return _VALIDATION_SHAPES.search(text) is not None
 
 
 def _error_message(data: object) -> str:

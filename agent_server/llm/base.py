@@ -17,7 +17,8 @@ from agent_server.types import Message, ToolCall, ToolSpec, Usage
 
 TextCallback = Callable[[str], Awaitable[None]]
 RetryCallback = Callable[[int, str], Awaitable[None]]
-"""`on_retry(failed_attempt, reason)`: an attempt failed and will be retried; text it streamed is void."""
+"""`on_retry(failed_attempt, reason)`: an attempt failed and another follows. `reason` says why and what
+happens next (how long the wait is, whether text it streamed is discarded), ready to show to a user."""
 
 
 class ModelRequest(BaseModel):
@@ -38,6 +39,8 @@ class ModelResponse(BaseModel):
     reasoning: str | None = None
     usage: Usage = Field(default_factory=Usage)
     model: str | None = None
+    tool_calls_from_text: bool = False
+    """The tool calls were recovered from JSON the model wrote as its answer's text (`text` is then empty)."""
 
 
 class LLMClient(Protocol):

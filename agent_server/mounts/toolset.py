@@ -34,6 +34,8 @@ from agent_server.types import ContentPart, ImagePart, TextPart, ToolResult, Too
 logger = logging.getLogger(__name__)
 
 _SHUTDOWN_SLACK_S = 3.0
+DEFAULT_RESULT_MAX_BYTES = 256 * 1024
+"""`Settings.mount_result_max_bytes` by default."""
 
 
 class MountManager:
@@ -48,6 +50,7 @@ class MountManager:
         mode: str = "auto",
         progress_interval_s: float = 0.1,
         stop_grace_s: float = 1.0,
+        result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES,
     ) -> None:
         """
         Args:
@@ -57,12 +60,14 @@ class MountManager:
             mode: the `mcp.Client` protocol mode: `auto` probes 2026-07-28 and falls back to `initialize`.
             progress_interval_s: a mounted call's progress reaches `on_progress` at most once per interval.
             stop_grace_s: how long a stdio server may take to exit after its stdin closes at shutdown.
+            result_max_bytes: a call's result is cut to this size (`to_tool_result`).
 
         Raises:
             ConfigError: two servers share a name, or their tool prefixes clash.
         """
         _check_unique(configs)
         self._stop_grace_s = stop_grace_s
+        self._result_max_bytes = result_max_bytes
         environ = os.environ if environ is None else environ
         self._connections = {
             config.name: MountConnection(
@@ -172,7 +177,8 @@ class MountManager:
             result = await connection.call_tool(tool, arguments, on_progress=on_progress)
         except ToolFailure as exc:
             return _error(call_id, name, exc.message, time.perf_counter() - started)
-        return to_tool_result(call_id, name, result, time.perf_counter() - started)
+        duration = time.perf_counter() - started
+        return to_tool_result(call_id, name, result, duration, max_bytes=self._result_max_bytes)
 
     def _routes(self) -> dict[str, tuple[ToolSpec, MountConnection, str]]:
         """Tool name -> (spec, connection, the server's tool name); rebuilt only when a tool list changes."""
@@ -231,14 +237,35 @@ def _check_unique(configs: Sequence[MountConfig]) -> None:
         prefixes[prefix] = config.name
 
 
-def to_tool_result(call_id: str, name: str, result: types.CallToolResult, duration_s: float = 0.0) -> ToolResult:
-    """A mounted server's `CallToolResult` as the model sees it; an `isError` result stays data."""
-    content: list[ContentPart] = [part for block in result.content for part in _content(block)]
+def to_tool_result(
+    call_id: str,
+    name: str,
+    result: types.CallToolResult,
+    duration_s: float = 0.0,
+    *,
+    max_bytes: int = DEFAULT_RESULT_MAX_BYTES,
+) -> ToolResult:
+    """A mounted server's `CallToolResult` as the model sees it; an `isError` result stays data.
+
+    Bounded like `read_file` (`mount_result_max_bytes`): the text parts keep at most `max_bytes`
+    (UTF-8) in all, an image that does not fit in what is left is dropped, and structured content
+    whose JSON is longer is dropped; a note at the end tells the model what was cut.
+    """
     structured = result.structured_content
     if structured is not None and not isinstance(structured, dict):
         structured = {"result": structured}
-    if not content and structured is not None:
-        content = [TextPart(text=json.dumps(result.structured_content, ensure_ascii=False))]
+    cut = _Cut(max_bytes)
+    content: list[ContentPart] = [part for block in result.content for part in cut.keep(_content(block))]
+    structured_text = json.dumps(result.structured_content, ensure_ascii=False) if structured is not None else ""
+    size = len(structured_text.encode())
+    if size > max_bytes:
+        structured = None
+        cut.notes.append(f"structured content of {size} bytes dropped")
+    if not content and structured_text:
+        content = cut.keep([TextPart(text=structured_text)])
+    if cut.notes:
+        note = "; ".join(cut.notes)
+        content.append(TextPart(text=f"[result truncated (over {max_bytes} bytes, mount_result_max_bytes): {note}]"))
     return ToolResult(
         call_id=call_id,
         name=name,
@@ -247,6 +274,35 @@ def to_tool_result(call_id: str, name: str, result: types.CallToolResult, durati
         structured=structured,  # pyright: ignore[reportUnknownArgumentType]
         duration_s=duration_s,
     )
+
+
+class _Cut:
+    """What is left of one result's byte budget, and notes on what did not fit."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.left = max_bytes
+        self.notes: list[str] = []
+
+    def keep(self, parts: list[ContentPart]) -> list[ContentPart]:
+        return [kept for part in parts if (kept := self._keep(part)) is not None]
+
+    def _keep(self, part: ContentPart) -> ContentPart | None:
+        if isinstance(part, ImagePart):
+            if len(part.data) > self.left:
+                self.notes.append(f"an image of {len(part.data)} bytes (base64) dropped")
+                return None
+            self.left -= len(part.data)
+            return part
+        text = part.text
+        head = text[: self.left + 1]  # encode no more than can be kept: a character is at least one byte
+        data = head.encode()
+        if len(head) == len(text) and len(data) <= self.left:
+            self.left -= len(data)
+            return part
+        kept = data[: self.left].decode("utf-8", errors="ignore")
+        self.notes.append(f"text of {len(text)} characters cut to its first {len(kept)}")
+        self.left = 0
+        return TextPart(text=kept) if kept else None
 
 
 def _content(block: types.ContentBlock) -> list[ContentPart]:

@@ -69,7 +69,8 @@ def build_lifespan(
             if mounts:
                 from agent_server.mounts.toolset import MountManager
 
-                manager = await stack.enter_async_context(MountManager(mounts, in_process=in_process))
+                manager = MountManager(mounts, in_process=in_process, result_max_bytes=settings.mount_result_max_bytes)
+                await stack.enter_async_context(manager)
             state = LazyState(settings, llm, manager)
             stack.push_async_callback(state.aclose)
             yield state

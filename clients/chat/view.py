@@ -173,13 +173,18 @@ def describe_compaction(record: dict[str, Any]) -> str:
     return text + (f" [{record['error']}]" if record.get("error") else "")
 
 
+def _count(tokens: object) -> str:
+    """A token count; `?` where the server did not report one (usage fields are null then)."""
+    return f"{tokens:,}" if isinstance(tokens, int) else "?"
+
+
 def usage_line(record: dict[str, Any], took: float) -> tuple[str, str]:
     """The closing line of a turn and its style."""
     status = str(record.get("status", "?"))
     usage = record.get("usage") or {}
     calls = len(record.get("tool_calls", []))
     parts = [status, f"{record.get('model_calls', 0)} model call(s)", f"{calls} tool call(s)"]
-    parts.append(f"tokens {usage.get('prompt_tokens', 0):,} in / {usage.get('completion_tokens', 0):,} out")
+    parts.append(f"tokens {_count(usage.get('prompt_tokens'))} in / {_count(usage.get('completion_tokens'))} out")
     if usage.get("cost_usd") is not None:
         parts.append(f"${usage['cost_usd']:.4f}")
     parts.append(seconds(took))

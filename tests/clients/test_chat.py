@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -133,3 +134,13 @@ def test_commands_manage_sessions(tmp_path: Path) -> None:
         chat.close(force=True)
     assert chat.exitstatus == 0
     assert "Traceback" not in (chat.before or "")
+
+
+def test_the_usage_line_shows_unknown_counts_as_a_question_mark() -> None:
+    spec = importlib.util.spec_from_file_location("chat_view", CHAT.parent / "view.py")
+    assert spec is not None and spec.loader is not None
+    view = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(view)
+    record = {"status": "completed", "usage": {"prompt_tokens": None, "completion_tokens": None, "total_tokens": None}}
+    line, _ = view.usage_line(record, 1.0)
+    assert "tokens ? in / ? out" in line

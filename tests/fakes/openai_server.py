@@ -10,13 +10,16 @@ async with FakeOpenAIServer() as server:
     server.add(Reply(sse=text_chunks("Hello", " world")))
     llm = OpenAIChatLLM(OpenAIOptions(base_url=server.base_url), api_key=None, model="m")
 ```
+
+`Quirks` make it behave like the local servers users run (each was seen on llama-cpp-python's or
+llama.cpp's server): they are checked before a scripted reply is taken, and answer on their own.
 """
 
 from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -47,6 +50,26 @@ class Reply:
     cut_after: int | None = None
     stall_after: int | None = None
     stall: bool = False
+    poison: bool = False
+    """Keep the connection open after this reply, then drop the next request sent on it unanswered."""
+    match: Callable[[Any], bool] | None = None
+    """Only for a request whose JSON body this accepts; the first matching reply in the queue is taken."""
+
+
+@dataclass
+class Quirks:
+    """Local-server behaviour, off by default.
+
+    `reject_null_content`: an assistant message with `"content": null` gets HTTP 500 with a long
+    pydantic validation text whose decisive line is the last. `no_streamed_tools`: a streamed request
+    with tools gets HTTP 200 and an event stream that ends at once without `[DONE]`, and its
+    connection then drops the next request sent on it unanswered. `context_tokens`: a request whose
+    estimated tokens (body length / 4) exceed it gets HTTP 400, as llama.cpp's n_ctx does.
+    """
+
+    reject_null_content: bool = False
+    no_streamed_tools: bool = False
+    context_tokens: int | None = None
 
 
 @dataclass
@@ -68,7 +91,8 @@ class FakeOpenAIServer:
     `disconnects` the stalled replies the client hung up on.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, quirks: Quirks | None = None) -> None:
+        self.quirks = quirks or Quirks()
         self.replies: deque[Reply] = deque()
         self.requests: list[Received] = []
         self.disconnects = 0
@@ -115,12 +139,23 @@ class FakeOpenAIServer:
         async with stream:
             try:
                 while await self._read_request(conn, stream):
-                    reply = self.replies.popleft() if self.replies else _exhausted()
+                    quirk = _quirk_reply(self.quirks, self.requests[-1])
+                    reply = quirk or self._take(self.requests[-1])
                     if not await self._respond(conn, stream, reply):
                         return
                     conn.start_next_cycle()
+                    if quirk is not None and quirk.poison:
+                        await self._read_request(conn, stream)  # ...and hang up on it unanswered
+                        return
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, h11.ProtocolError):
                 return
+
+    def _take(self, request: Received) -> Reply:
+        for reply in self.replies:
+            if reply.match is None or reply.match(request.json):
+                self.replies.remove(reply)
+                return reply
+        return _exhausted()
 
     async def _read_request(self, conn: h11.Connection, stream: SocketStream) -> bool:
         request: h11.Request | None = None
@@ -175,6 +210,37 @@ class FakeOpenAIServer:
         except (anyio.EndOfStream, anyio.BrokenResourceError):
             self.disconnects += 1
             self.disconnected.set()
+
+
+def _quirk_reply(quirks: Quirks, request: Received) -> Reply | None:
+    body = request.json
+    messages = body.get("messages", [])
+    if quirks.reject_null_content and any(
+        m.get("role") == "assistant" and m.get("content", "") is None for m in messages
+    ):
+        return Reply(status=500, json={"error": {"message": _null_content_error(messages)}})
+    if quirks.context_tokens is not None and len(request.body) // 4 > quirks.context_tokens:
+        tokens = len(request.body) // 4
+        message = f"the request exceeds the available context size ({tokens} > {quirks.context_tokens} tokens)"
+        return Reply(status=400, json={"error": {"code": 400, "message": message, "type": "exceed_context_size_error"}})
+    if quirks.no_streamed_tools and body.get("stream") and body.get("tools"):
+        return Reply(sse=[], done=False, poison=True)
+    return None
+
+
+def _null_content_error(messages: list[dict[str, Any]]) -> str:
+    """Like pydantic's answer in llama-cpp-python: every union member fails, the string one last."""
+    index = next(i for i, m in enumerate(messages) if m.get("role") == "assistant" and m.get("content", "") is None)
+    members = [
+        f"body.messages.{index}.typed-dict.{role}.role\n  Input should be '{role}' [type=literal_error]"
+        for role in ("system", "user", "tool", "function")
+        for _ in range(6)
+    ]
+    decisive = (
+        f"body.messages.{index}.typed-dict.assistant.content.str\n"
+        "  Input should be a valid string [type=string_type, input_value=None]"
+    )
+    return f"{len(members) + 1} validation errors for CreateChatCompletionRequest\n" + "\n".join([*members, decisive])
 
 
 def _exhausted() -> Reply:
@@ -239,8 +305,9 @@ def completion(
     prompt: int = 10,
     completion_tokens: int = 5,
     model: str = MODEL,
+    usage: bool = True,
 ) -> dict[str, Any]:
-    """A non-streamed `chat.completion`; `tool_calls` as `(id, name, arguments_json)`."""
+    """A non-streamed `chat.completion`; `tool_calls` as `(id, name, arguments_json)`; `usage=False` omits usage."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = [
@@ -249,6 +316,7 @@ def completion(
     if reasoning is not None:
         message["reasoning_content"] = reasoning
     total = prompt + completion_tokens
-    usage = {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": total}
+    usage_fields = {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": total}
     choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}
-    return {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [choice], "usage": usage}
+    reply = {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [choice]}
+    return {**reply, "usage": usage_fields} if usage else reply

@@ -41,7 +41,7 @@ async def test_a_turn_that_reads_200_kb_returns_a_small_summary_and_the_full_rec
     (tool_round,) = full.structured_content["tool_rounds"]
     assert "all work and no play" in tool_round["tool_results"][0]["content"][0]["text"]
     assert full.structured_content["prompt"] == "again"
-    assert len(json.dumps(full.structured_content)) > 200_000
+    assert len(json.dumps(full.structured_content)) > 100_000  # the result as the model saw it (window-capped)
 
 
 async def test_a_failed_inner_call_is_one_line_in_the_summary(tmp_path: Path, mode: str) -> None:

@@ -216,3 +216,18 @@ def test_fallback_summary_is_bounded() -> None:
 def test_fallback_summary_without_anything_is_still_a_summary() -> None:
     assert fallback_summary([], None)
     assert not fallback_summary([], None).startswith(SUMMARY_PREFIX)
+
+
+def test_an_oversized_recent_tool_result_is_folded_with_its_request_not_kept_whole() -> None:
+    messages = conversation()
+    big = messages[6].message.model_copy(update={"content": "z" * 40_000})  # ~10,000 tokens
+    messages[6] = messages[6].model_copy(update={"message": big})
+    to_compact, preserved = split_for_compaction(messages, 8, keep_tokens=2_000)
+    assert [m.seq for m in preserved] == [9]  # the assistant(2 calls) and both results went to the summary
+    assert [m.seq for m in to_compact] == list(range(1, 9))
+    assert estimate_message_tokens([m.message for m in preserved]) <= 2_000
+
+
+def test_the_token_budget_changes_nothing_when_the_kept_messages_fit() -> None:
+    messages = conversation()
+    assert split_for_compaction(messages, 4, keep_tokens=10_000) == split_for_compaction(messages, 4)

@@ -273,7 +273,7 @@ async def test_images_system_and_tool_messages_are_mapped_to_the_wire() -> None:
         {"role": "user", "name": "alice", "content": [{"type": "text", "text": "What is this?"}, image]},
         {
             "role": "assistant",
-            "content": None,
+            "content": "",  # not null: llama-cpp-python's server rejects null with HTTP 500
             "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}},
                 {"id": "c2", "type": "function", "function": {"name": "ls", "arguments": "{}"}},

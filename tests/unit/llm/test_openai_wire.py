@@ -8,7 +8,15 @@ from email.utils import formatdate
 import pytest
 
 from agent_server.errors import ConfigError
-from agent_server.llm._openai_wire import StreamAssembler, error_text, parse_arguments, retry_after_s
+from agent_server.llm._openai_wire import (
+    ERROR_TEXT_MAX,
+    StreamAssembler,
+    error_text,
+    is_validation_error,
+    parse_arguments,
+    retry_after_s,
+)
+from agent_server.llm._secret import Secret, StreamMask
 from agent_server.llm._sse import iter_sse_data
 from agent_server.llm.openai import OpenAIChatLLM
 from agent_server.settings import OpenAIOptions
@@ -36,12 +44,56 @@ def test_retry_after_accepts_seconds_milliseconds_and_http_dates() -> None:
     assert retry_after_s({}) is None
 
 
+def _same(text: str) -> str:
+    return text
+
+
 def test_error_text_prefers_the_servers_message() -> None:
-    assert error_text(b'{"error": {"message": "bad model"}}') == "bad model"
-    assert error_text(b'{"error": "plain string"}') == "plain string"
-    assert error_text(b'{"detail": [{"loc": ["body"], "msg": "field required"}]}').startswith('[{"loc"')
-    assert error_text(b"") == "(empty body)"
-    assert error_text(b"x" * 1000) == "x" * 500 + "..."
+    assert error_text(b'{"error": {"message": "bad model"}}', _same) == "bad model"
+    assert error_text(b'{"error": "plain string"}', _same) == "plain string"
+    assert error_text(b'{"detail": [{"loc": ["body"], "msg": "field required"}]}', _same).startswith('[{"loc"')
+    assert error_text(b"", _same) == "(empty body)"
+
+
+def test_a_long_error_text_loses_its_middle_and_keeps_its_last_line() -> None:
+    body = "1 validation error for Request\n" + "union member failed\n" * 300 + "content: Input should be a string"
+    text = error_text(body.encode(), _same)
+    assert text.startswith("1 validation error for Request")
+    assert text.endswith("content: Input should be a string")
+    assert f"[... {len(body) - ERROR_TEXT_MAX} characters cut ...]" in text
+    assert len(text) < ERROR_TEXT_MAX + 50
+
+
+def test_the_key_is_masked_before_the_text_is_cut() -> None:
+    key = "sk-" + "k" * 47
+    body = ("x" * (ERROR_TEXT_MAX // 2 - 10) + key + "y" * 2000).encode()
+    text = error_text(body, Secret(key).mask)
+    assert "kkkk" not in text  # before: the cut kept the key's first 10 characters and the rest was never masked
+    assert "***" in text
+
+
+def test_a_key_split_across_chunks_is_masked_in_each() -> None:
+    key = Secret("sk-proj-0123456789abcdefghij")
+    first, second = "prefix sk-proj-01234", "56789abcdefghij suffix"
+    assert key.mask_fragments(first) == "prefix ***"
+    assert key.mask_fragments(second) == "*** suffix"
+    assert key.mask_fragments("no key here sk-") == "no key here sk-"  # too short to say anything
+
+
+def test_streamed_text_never_passes_the_key_on_even_split_across_deltas() -> None:
+    key = "sk-proj-0123456789abcdefghij"
+    mask = StreamMask(Secret(key))
+    deltas = ["the key is sk-pr", "oj-0123", "456789abcdefghij", " and sk-", "not it"]
+    out = [mask.feed(d) for d in deltas] + [mask.flush()]
+    assert "".join(out) == "the key is *** and sk-not it"
+    assert not any("0123" in piece for piece in out)
+
+
+def test_validation_shaped_bodies_are_recognised() -> None:
+    assert is_validation_error("1 validation error for CreateChatCompletionRequest")
+    assert is_validation_error("[{'type': 'string_type', 'loc': ('body', 'messages', 1), 'msg': 'Input should be'}]")
+    assert not is_validation_error("CUDA out of memory")
+    assert not is_validation_error("upstream connect error or disconnect/reset before headers")
 
 
 def test_arguments_parse_to_an_object_or_an_error() -> None:
