@@ -11,7 +11,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent_server.types import CompactionRecord, Message, SessionInfo, ToolSpec, TraceMode, TurnRecord
+from agent_server.types import (
+    CompactionRecord,
+    DroppedTool,
+    Message,
+    SessionInfo,
+    ToolSpec,
+    TraceMode,
+    TurnRecord,
+)
 
 MAX_PAGE = 200
 
@@ -117,3 +125,6 @@ class MountState(BaseModel):
 class AgentToolsResult(BaseModel):
     tools: list[ToolSpec]
     servers: list[MountState]
+    dropped: list[DroppedTool] = Field(
+        default_factory=list[DroppedTool], description="Tools not offered to the model (name clash, invalid schema)."
+    )

@@ -11,7 +11,9 @@ from mcp import Client
 
 from agent_server.llm.scripted import ScriptedLLM
 from agent_server.server.app import create_server
-from tests.interaction.harness import MODES, make_settings
+from tests.fakes import mcp_listed
+from tests.fakes.mcp_listed import tool
+from tests.interaction.harness import MODES, connect, make_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -56,3 +58,39 @@ async def test_a_backtracking_search_neither_holds_other_connections_nor_outlive
     assert listed_while_searching == [True]  # answered while the turn's search still ran
     assert turn["status"] == "completed", turn
     assert turn["final_text"] == "The pattern was too slow."  # the model saw the error naming the limit
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_clashing_and_invalid_mounted_tools_are_dropped_and_every_turn_still_runs(
+    tmp_path: Path, mode: str
+) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.txt").write_text("the code is 4711\n")
+    servers = {"h": {"command": "unused"}, "h2": {"command": "unused", "prefix": "h__x"}}
+    mounts = {
+        "h": mcp_listed.build([tool("a.b"), tool("a_b"), tool("x__y"), tool("bad", {"type": "object", "required": 1})]),
+        "h2": mcp_listed.build([tool("y"), tool("z")]),
+    }
+    script = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {"expect_contains": "4711", "content": "The code is 4711."},
+        {"tool_calls": [{"name": "h__x__z", "arguments": {}}]},
+        {"expect_contains": "z", "content": "z answered."},
+    ]
+    settings = make_settings(tmp_path, mcpServers=servers)
+    async with connect(tmp_path, script, mode=mode, settings=settings, in_process_mounts=mounts) as h:
+        only_read = await h.call("run_turn", {"prompt": "read", "tools": ["read_file"]})
+        mounted = await h.call("run_turn", {"prompt": "mounted"})
+        listed = await h.call("agent_tools")
+    assert only_read.structured_content["status"] == "completed", only_read.structured_content
+    assert mounted.structured_content["status"] == "completed", mounted.structured_content
+    assert listed.is_error is False
+    tools = listed.structured_content
+    names = sorted(t["name"] for t in tools["tools"] if t["source"].startswith("mcp:"))
+    assert names == ["h__a_b", "h__x__y", "h__x__z"]
+    dropped = {(d["name"], d["source"]): d["reason"] for d in tools["dropped"]}
+    assert dropped.keys() == {("h__a_b", "mcp:h"), ("h__bad", "mcp:h"), ("h__x__y", "mcp:h2")}
+    assert "already taken by 'mcp:h' (its tool 'a.b')" in dropped["h__a_b", "mcp:h"]
+    assert "not valid JSON Schema" in dropped["h__bad", "mcp:h"]
+    assert "dropped h__x__y (mcp:h2)" in listed.content[0].text
+    assert [s["tool_count"] for s in tools["servers"]] == [2, 1]
