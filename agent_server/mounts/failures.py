@@ -44,6 +44,8 @@ def _is_spawn_error(leaf: BaseException | None) -> bool:
 
 
 def _exited(stdio: StdioProcess) -> str:
+    if stdio.failure is not None:
+        return stdio.failure
     code = stdio.returncode
     if code is None:
         return "the server closed its stdout"
