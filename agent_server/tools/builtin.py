@@ -11,6 +11,7 @@ never hold the process: patterns run on the `regex` package, which releases the 
 (other requests are answered meanwhile) and stops a match at a deadline. One search has
 `search_timeout_s` in all; past it the model gets an error result naming the limit. Each line is
 matched in its first `SEARCH_LINE_MAX_CHARS` characters only, so one huge line cannot dominate.
+Compiling is bounded too (`patterns.py`: pattern length, counted repeats).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import regex
 
 from agent_server.errors import ToolFailure
 from agent_server.tools.base import ProgressCallback
+from agent_server.tools.patterns import compile_pattern
 from agent_server.types import ContentPart, ImagePart, TextPart, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -254,10 +256,7 @@ class WorkspaceToolset:
 
     def _search_text(self, args: dict[str, Any]) -> _Output:
         pattern: str = args["pattern"]
-        try:
-            compiled = regex.compile(pattern)
-        except regex.error as exc:
-            raise ToolFailure(f"invalid regex {pattern!r}: {exc}") from exc  # "missing ) at position 9"
+        compiled = compile_pattern(pattern)
         raw: str = args.get("path", ".")
         root = self._resolve(raw)
         if not root.exists():

@@ -415,3 +415,31 @@ async def test_search_text_matches_only_the_head_of_a_huge_line(ws: Path) -> Non
     big = WorkspaceToolset(ws, read_max_bytes=100_000, search_max_matches=MAX_MATCHES)
     assert "minified.js:1: headxx" in ok(await call(big, "search_text", pattern="head")).text()
     assert "no matches" in ok(await call(big, "search_text", pattern="tail")).text()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        ("a{4294967294}", "allow 4294967294 copies"),
+        ("(?:x{65535}){65535}", "allow 4294836225 copies"),
+        ("((a{100}){100}){100}", "allow 1000000 copies"),
+        ("(?#[)(x{65535}){65535}", "allow 4294836225 copies"),  # a comment cannot hide the counts
+        ("(?x)#[\n(x{65535}){65535}", "allow 4294836225 copies"),
+        ("x" * 2001, "2001 characters long; the limit is 2000"),
+    ],
+)
+async def test_patterns_that_would_take_gigabytes_to_compile_are_refused(
+    tools: WorkspaceToolset, pattern: str, why: str
+) -> None:
+    with anyio.fail_after(10):
+        failed(await call(tools, "search_text", pattern=pattern), why)
+
+
+async def test_ordinary_counted_repeats_still_work(ws: Path, tools: WorkspaceToolset) -> None:
+    (ws / "dates.txt").write_text("on 2024-05-17 and [x]\n")
+    assert (
+        ok(await call(tools, "search_text", pattern=r"\d{4}-\d{2}-\d{2}", glob="*.txt"))
+        .text()
+        .startswith("dates.txt:1:")
+    )
+    assert "dates.txt:1:" in ok(await call(tools, "search_text", pattern=r"[{]?\[x\]{1,3}", glob="*.txt")).text()
