@@ -23,6 +23,8 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
     except SchemaError as exc:
         where = "/".join(str(part) for part in exc.absolute_path) or "the top level"
         return f"its input schema is not valid JSON Schema (at {where}: {_clip(exc.message)})"
+    except Exception as exc:  # a `$schema` that is not a string, nesting past the recursion limit, ...
+        return f"its input schema cannot be checked ({type(exc).__name__}: {_clip(str(exc))})"
     return None
 
 
