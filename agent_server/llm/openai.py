@@ -37,7 +37,7 @@ from agent_server.llm._openai_wire import (
 )
 from agent_server.llm._sse import iter_sse_data
 from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, TextCallback
-from agent_server.redaction import redact, redact_logger
+from agent_server.redaction import redact_logger
 from agent_server.settings import OpenAIOptions
 
 logger = logging.getLogger(__name__)
@@ -114,10 +114,9 @@ class OpenAIChatLLM:
         self.model = model
         self._key = _Secret(api_key) if api_key else None
         self._url = _endpoint(options.base_url)
-        secrets = [api_key] if api_key else []
-        # Credentials in the base URL (user:password@, ?key=...) never reach a log line or a message.
-        self._shown_url = redact(f"{self._url.scheme}://{self._url.netloc.decode()}{self._url.path}", secrets)
-        redact_logger("httpx", secrets)  # httpx logs every request's full URL at INFO
+        self._shown_url = self._redact(f"{self._url.scheme}://{self._url.netloc.decode()}{self._url.path}")
+        # httpx logs each request's full URL at INFO: credentials in the base URL (user:password@, ?key=) too.
+        redact_logger("httpx", [api_key] if api_key else [])
         self._timeout = httpx.Timeout(
             connect=options.connect_timeout_s,
             read=options.read_timeout_s,
