@@ -89,6 +89,8 @@ class Settings(BaseModel):
     tool_result_max_share: float = Field(default=0.25, gt=0, le=1)
     """One tool round's results get at most this share of `context_window` (estimated tokens) in the prompt."""
     search_max_matches: int = Field(default=200, ge=1)
+    search_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    """Time limit of one `search_text` (its regex matching included); past it the model gets an error result."""
     openai: OpenAIOptions = Field(default_factory=OpenAIOptions)
     mcp_servers: dict[str, Any] = Field(default_factory=dict[str, Any], alias="mcpServers")
     """External MCP servers to mount, in the `mcpServers` format (validated when the server starts)."""

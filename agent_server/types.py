@@ -83,6 +83,15 @@ class ToolSpec(_Model):
     """`builtin`, `plugin`, or `mcp:<server>`."""
 
 
+class DroppedTool(_Model):
+    """A tool that is not offered to the model, and why (a name clash, an invalid input schema)."""
+
+    name: str
+    """The agent-side name it would have had."""
+    source: str
+    reason: str
+
+
 class ToolResult(_Model):
     """What a tool call produced. A failed call is data for the model, never an exception."""
 

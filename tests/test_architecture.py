@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agent_server"
-LEAVES = {"types", "errors", "events"}
+LEAVES = {"types", "errors", "events", "redaction"}
 
 
 def _module_name(path: Path) -> str:

@@ -54,6 +54,7 @@ from agent_server.llm._secret import Secret, StreamMask
 from agent_server.llm._sse import iter_sse_data
 from agent_server.llm._text_tool_calls import recover_tool_calls
 from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, TextCallback
+from agent_server.redaction import redact_logger
 from agent_server.settings import OpenAIOptions
 
 logger = logging.getLogger(__name__)
@@ -126,6 +127,8 @@ class OpenAIChatLLM:
         self._key = Secret(api_key) if api_key else None
         self._url = _endpoint(options.base_url)
         self._shown_url = self._redact(f"{self._url.scheme}://{self._url.netloc.decode()}{self._url.path}")
+        # httpx logs each request's full URL at INFO: credentials in the base URL (user:password@, ?key=) too.
+        redact_logger("httpx", [api_key] if api_key else [])
         self._timeout = httpx.Timeout(
             connect=options.connect_timeout_s,
             read=options.read_timeout_s,

@@ -18,19 +18,24 @@ typo cannot silently drop a setting. `envFile` is refused: put the variables in 
 `${VAR}` and VS Code's `${env:VAR}` in `command`, `args`, `env`, `cwd`, `url` and `headers` expand from the
 given environment (`${VAR:-default}` gives a default); an unset variable is a `ConfigError` naming the server
 and the variable. VS Code's `${input:...}` is refused the same way.
+
+What is expanded into `url` or `headers`, and every header value, is a secret (`MountConfig.secrets`):
+it is redacted (`agent_server.redaction`) from every error, log line and `agent_tools` entry, as are
+the credentials written in a URL (`user:password@`, query values).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agent_server.errors import ConfigError
+from agent_server.redaction import MASK, redact
 
 Transport = Literal["stdio", "http"]
 
@@ -70,13 +75,30 @@ class MountConfig(BaseModel):
     """Globs of the server's tool names never offered; applied after `include`."""
     prefix: str | None = Field(default=None, min_length=1)
     """Tool-name prefix (`<prefix>__<tool>`); the server name when not set."""
+    expanded_secrets: tuple[str, ...] = Field(default=(), repr=False, exclude=True)
+    """Values the parser expanded from `${VAR}` into `url` or `headers` (set by the parser, not by users)."""
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What must never be shown: the expanded values and every header value."""
+        return (*self.expanded_secrets, *self.headers.values())
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """The repr (and str) show the URL redacted and no header value."""
+        for key, value in super().__repr_args__():
+            if key == "url" and isinstance(value, str):
+                yield key, redact(value, self.secrets)
+            elif key == "headers":
+                yield key, dict.fromkeys(self.headers, MASK)
+            else:
+                yield key, value
 
     @model_validator(mode="after")
     def _one_transport(self) -> MountConfig:
         if (self.command is None) == (self.url is None):
             raise ValueError("needs exactly one of `command` (stdio) and `url` (Streamable HTTP)")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url {self.url!r} is not an http:// or https:// URL")
+            raise ValueError(f"url {redact(self.url, self.secrets)!r} is not an http:// or https:// URL")
         return self
 
     @property
@@ -152,9 +174,14 @@ def _parse_entry(name: str, entry: object, environ: Mapping[str, str]) -> MountC
     _apply_disabled(name, values)
     if "envFile" in values:
         raise ConfigError(f"MCP server {name!r}: `envFile` is not supported; put the variables in `env`")
+    if "expanded_secrets" in values:
+        raise ConfigError(f"MCP server {name!r}: expanded_secrets: unknown key")
+    secrets: list[str] = []
     for key in ("command", "args", "env", "cwd", "url", "headers"):
         if key in values:
-            values[key] = _expand(name, key, values[key], environ)
+            found = secrets if key in ("url", "headers") else None
+            values[key] = _expand(name, key, values[key], environ, found)
+    values["expanded_secrets"] = tuple(secrets)
     try:
         return MountConfig(name=name, **values)
     except ValidationError as exc:
@@ -192,20 +219,23 @@ def _apply_disabled(name: str, values: dict[str, Any]) -> None:
     values["enabled"] = not disabled
 
 
-def _expand(name: str, key: str, value: object, environ: Mapping[str, str]) -> object:
-    """Expand `${VAR}` in a string, or in every string of a list or every value of a mapping."""
+def _expand(name: str, key: str, value: object, environ: Mapping[str, str], found: list[str] | None = None) -> object:
+    """Expand `${VAR}` in a string, or in every string of a list or every value of a mapping.
+
+    Each value substituted is appended to `found` (when given).
+    """
     if isinstance(value, str):
-        return _expand_str(name, key, value, environ)
+        return _expand_str(name, key, value, environ, found)
     if isinstance(value, list):
         items: list[object] = value  # pyright: ignore[reportUnknownVariableType]
-        return [_expand(name, key, item, environ) for item in items]
+        return [_expand(name, key, item, environ, found) for item in items]
     if isinstance(value, dict):
         mapping: dict[object, object] = value  # pyright: ignore[reportUnknownVariableType]
-        return {k: _expand(name, f"{key}.{k}", v, environ) for k, v in mapping.items()}
+        return {k: _expand(name, f"{key}.{k}", v, environ, found) for k, v in mapping.items()}
     return value  # pydantic reports the wrong type
 
 
-def _expand_str(name: str, key: str, text: str, environ: Mapping[str, str]) -> str:
+def _expand_str(name: str, key: str, text: str, environ: Mapping[str, str], found: list[str] | None) -> str:
     def substitute(match: re.Match[str]) -> str:
         ref = match.group(1)
         parsed = _VAR_NAME.fullmatch(ref)
@@ -215,11 +245,12 @@ def _expand_str(name: str, key: str, text: str, environ: Mapping[str, str]) -> s
                 "(only environment variables: ${VAR} or ${env:VAR})"
             )
         var, default = parsed.group(1), parsed.group(2)
-        if var in environ:
-            return environ[var]
-        if default is not None:
-            return default
-        raise ConfigError(f"MCP server {name!r}: {key} uses ${{{ref}}} but environment variable {var} is not set")
+        if var not in environ and default is None:
+            raise ConfigError(f"MCP server {name!r}: {key} uses ${{{ref}}} but environment variable {var} is not set")
+        value = environ.get(var, default or "")
+        if found is not None:
+            found.append(value)
+        return value
 
     return _VAR.sub(substitute, text)
 

@@ -34,9 +34,13 @@ from agent_server.mounts.failures import describe_failure
 from agent_server.mounts.progress import ProgressRelay
 from agent_server.mounts.stdio import StdioProcess
 from agent_server.mounts.transport import InProcessServer, list_all_tools, open_client
+from agent_server.redaction import redact, redact_logger
 from agent_server.tools.base import ProgressCallback
 
 logger = logging.getLogger(__name__)
+
+URL_LOGGERS = ("httpx2", "mcp.client.streamable_http")
+"""Loggers that log a mounted HTTP server's URL: their records are redacted with its secrets."""
 
 State = Literal["starting", "ready", "failed", "stopped"]
 _BACKOFF_FIRST_S = 0.25
@@ -101,6 +105,9 @@ class MountConnection:
         self._failures = 0
         self._restart_at = 0.0
         self._closing = False
+        if config.transport == "http":
+            for name in URL_LOGGERS:
+                redact_logger(name, config.secrets)
 
     @property
     def name(self) -> str:
@@ -248,8 +255,15 @@ class MountConnection:
                 f"{tool!r} on MCP server {self.name!r} timed out (the call's timeout is {self.config.timeout_s:g} s)"
             )
         if isinstance(outcome, MCPError):
-            raise ToolFailure(f"MCP server {self.name!r} answered {tool!r} with error {outcome.code}: {outcome}")
-        raise ToolFailure(f"calling {tool!r} on MCP server {self.name!r} failed: {type(outcome).__name__}: {outcome}")
+            raise ToolFailure(
+                self._redact(f"MCP server {self.name!r} answered {tool!r} with error {outcome.code}: {outcome}")
+            )
+        raise ToolFailure(
+            self._redact(f"calling {tool!r} on MCP server {self.name!r} failed: {type(outcome).__name__}: {outcome}")
+        )
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self.config.secrets)
 
     # --- the owner task ---------------------------------------------------------------------
 
@@ -326,7 +340,7 @@ class MountConnection:
                     with anyio.fail_after(self.config.startup_timeout_s):
                         tools = await list_all_tools(client, refresh=True)
                 except (Exception, TimeoutError) as exc:
-                    logger.warning("MCP server %r: refreshing its tools failed: %r", self.name, exc)
+                    logger.warning("MCP server %r: refreshing its tools failed: %s", self.name, self._redact(repr(exc)))
                 else:
                     self._set_tools(tools)
 
@@ -340,7 +354,7 @@ class MountConnection:
                 async for _event in subscription:
                     gen.signal(refresh=True)
         except Exception as exc:
-            logger.debug("MCP server %r: no tools list-changed subscription: %r", self.name, exc)
+            logger.debug("MCP server %r: no tools list-changed subscription: %s", self.name, self._redact(repr(exc)))
 
     async def _watch_exit(self, gen: _Generation, stdio: StdioProcess) -> None:
         await stdio.closed.wait()

@@ -2,7 +2,8 @@
 
 `mcp.Client` reports startup failures as nested `ExceptionGroup`s and a dying HTTP transport as an
 `ExceptionGroup` of `httpx2` errors; the line names the most telling leaf, and for a stdio server
-its exit status and the last lines it wrote to stderr.
+its exit status and the last lines it wrote to stderr. The line is redacted (the server's secrets,
+credentials in URLs) before it is cut, so no part of a secret survives.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from mcp import MCPError
 
 from agent_server.mounts.config import MountConfig
 from agent_server.mounts.stdio import StdioProcess
+from agent_server.redaction import redact
 
 _MAX_LENGTH = 1000
 
@@ -36,6 +38,7 @@ def describe_failure(exc: BaseException | None, config: MountConfig, stdio: Stdi
     tail = stdio.stderr_tail() if stdio is not None else ""
     if tail:
         text += f"; stderr: {tail}"
+    text = redact(text, config.secrets)
     return text if len(text) <= _MAX_LENGTH else text[: _MAX_LENGTH - 3] + "..."
 
 
@@ -44,6 +47,8 @@ def _is_spawn_error(leaf: BaseException | None) -> bool:
 
 
 def _exited(stdio: StdioProcess) -> str:
+    if stdio.failure is not None:
+        return stdio.failure
     code = stdio.returncode
     if code is None:
         return "the server closed its stdout"

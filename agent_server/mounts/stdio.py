@@ -5,6 +5,8 @@ shutdown, the child in its own process group killed as a group), with what a hos
 needs on top:
 
 - the child's pid and an event set when its stdout ends (the connection is dead: crash detection);
+- stdout split into lines in linear time, each at most `max_line_bytes` (default `MAX_LINE_BYTES`):
+  a longer line ends the connection at once, with `failure` saying why (see `lines.py`);
 - the child's stderr read through a pipe into the agent server's log (logger
   `agent_server.mounts.stderr`, one record per line, prefixed with the server name), never onto
   stdout, with the last lines kept for error messages;
@@ -29,10 +31,11 @@ import anyio.lowlevel
 import mcp_types as types
 from anyio.abc import AsyncResource, Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from anyio.streams.text import TextReceiveStream
 from mcp.client._transport import TransportStreams
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
+
+from agent_server.mounts.lines import LineAssembler, LineTooLong
 
 logger = logging.getLogger(__name__)
 stderr_logger = logging.getLogger("agent_server.mounts.stderr")
@@ -42,6 +45,8 @@ _REAP_S = 2.0
 _STDERR_DRAIN_S = 0.2
 _POLL_S = 0.01
 _MAX_STDERR_LINE = 4096
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""The longest JSON-RPC line a mounted stdio server may write (one message); longer ends the connection."""
 
 
 class StdioProcess:
@@ -58,8 +63,10 @@ class StdioProcess:
         stop_grace_s: float = 1.0,
         kill_grace_s: float = 0.5,
         stderr_tail_lines: int = 20,
+        max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         self.name = name
+        self._max_line_bytes = max_line_bytes
         self._argv = [command, *args]
         self._env = dict(env)
         self._cwd = cwd
@@ -70,6 +77,8 @@ class StdioProcess:
         self._process: Process | None = None
         self.closed = anyio.Event()
         """Set when the child's stdout ended: nothing more will come over this connection."""
+        self.failure: str | None = None
+        """Why this side ended the connection (a line over the limit), if it did."""
 
     @property
     def returncode(self) -> int | None:
@@ -135,15 +144,17 @@ class StdioProcess:
 
     async def _read_stdout(self, process: Process, sink: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
         assert process.stdout is not None
+        assembler = LineAssembler(self._max_line_bytes)
         try:
             async with sink:
-                buffer = ""
-                async for chunk in TextReceiveStream(process.stdout, encoding="utf-8", errors="replace"):
-                    lines = (buffer + chunk).split("\n")
-                    buffer = lines.pop()
-                    for line in lines:
+                async for chunk in process.stdout:
+                    for raw in assembler.feed(chunk):
+                        line = raw.decode("utf-8", errors="replace")
                         if line.strip():
                             await sink.send(_parse_line(self.name, line))
+        except LineTooLong as exc:
+            self.failure = f"{exc}; the connection was closed"
+            logger.warning("mounted server %r: %s", self.name, self.failure)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
             pass  # our own shutdown, or the session went away
         finally:

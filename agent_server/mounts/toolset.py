@@ -3,6 +3,9 @@
 Entering it (`async with MountManager(configs) as mounts`, or `await tg.start(mounts.run)`) starts
 every enabled server concurrently in the background and returns at once; `list_tools()` offers what
 is ready by then. Tools are named `<prefix>__<tool>` (see `naming.py`) with `source="mcp:<server>"`.
+A tool is dropped, with the reason listed by `dropped()`, when its name is already taken (after
+sanitising, or across prefixes that nest: the server configured first keeps the name) or when its
+input schema is invalid (`input_schemas.py`); the other tools are offered as usual.
 A server that crashed keeps offering its last known tools, so that the model can still call them: the
 call restarts the server (see `connection.py`). Leaving it stops every server and leaves no child
 process behind; each stdio server gets `stop_grace_s` to exit after its stdin closes, then its
@@ -26,16 +29,20 @@ import mcp_types as types
 from agent_server.errors import ConfigError, ToolFailure
 from agent_server.mounts.config import MountConfig
 from agent_server.mounts.connection import MountConnection
-from agent_server.mounts.naming import mounted_tool_name, sanitize, tool_selected
+from agent_server.mounts.input_schemas import schema_problem
+from agent_server.mounts.naming import mounted_tool_name, tool_selected
 from agent_server.mounts.transport import InProcessServer
 from agent_server.tools.base import ProgressCallback
-from agent_server.types import ContentPart, ImagePart, TextPart, ToolResult, ToolSpec
+from agent_server.types import ContentPart, DroppedTool, ImagePart, TextPart, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
 _SHUTDOWN_SLACK_S = 3.0
 DEFAULT_RESULT_MAX_BYTES = 256 * 1024
 """`Settings.mount_result_max_bytes` by default."""
+
+_Route = tuple[ToolSpec, MountConnection, str]
+"""A mounted tool: (its spec, its server's connection, the server's own name of it)."""
 
 
 class MountManager:
@@ -63,7 +70,7 @@ class MountManager:
             result_max_bytes: a call's result is cut to this size (`to_tool_result`).
 
         Raises:
-            ConfigError: two servers share a name, or their tool prefixes clash.
+            ConfigError: two servers share a name.
         """
         _check_unique(configs)
         self._stop_grace_s = stop_grace_s
@@ -81,9 +88,9 @@ class MountManager:
             for config in configs
         }
         self._tg: anyio.abc.TaskGroup | None = None
-        self._route_cache: (
-            tuple[list[tuple[bool, list[types.Tool]]], dict[str, tuple[ToolSpec, MountConnection, str]]] | None
-        ) = None
+        self._route_cache: tuple[list[tuple[bool, list[types.Tool]]], dict[str, _Route], list[DroppedTool]] | None = (
+            None
+        )
 
     @property
     def connections(self) -> Mapping[str, MountConnection]:
@@ -136,13 +143,14 @@ class MountManager:
 
     def states(self) -> list[dict[str, Any]]:
         """Each server's `name`, `transport` (`stdio`/`http`), `state`, `error` and `tool_count` (tools offered)."""
+        offered = [connection for _, connection, _ in self._routes().values()]
         return [
             {
                 "name": c.name,
                 "transport": c.config.transport,
                 "state": c.state,
                 "error": c.error,
-                "tool_count": len(_offered(c)) if c.state != "stopped" else 0,
+                "tool_count": offered.count(c),
             }
             for c in self._connections.values()
         ]
@@ -150,12 +158,14 @@ class MountManager:
     # --- Toolset ------------------------------------------------------------------------------
 
     async def list_tools(self) -> list[ToolSpec]:
-        """The tools of the servers that are ready (or crashed and restartable), filtered and prefixed.
-
-        Raises:
-            ConfigError: two servers' tools end up with the same name; the message names both.
-        """
+        """The tools of the servers that are ready (or crashed and restartable), filtered and prefixed."""
         return [spec for spec, _, _ in self._routes().values()]
+
+    def dropped(self) -> list[DroppedTool]:
+        """The servers' tools not offered (a name clash, an invalid input schema), with the reasons."""
+        self._routes()
+        assert self._route_cache is not None
+        return list(self._route_cache[2])
 
     async def call_tool(
         self,
@@ -166,10 +176,7 @@ class MountManager:
         on_progress: ProgressCallback | None = None,
     ) -> ToolResult:
         started = time.perf_counter()
-        try:
-            route = self._routes().get(name)
-        except ConfigError as exc:
-            return _error(call_id, name, exc.message)
+        route = self._routes().get(name)
         if route is None:
             return _error(call_id, name, f"unknown tool {name!r}")
         _, connection, tool = route
@@ -180,38 +187,41 @@ class MountManager:
         duration = time.perf_counter() - started
         return to_tool_result(call_id, name, result, duration, max_bytes=self._result_max_bytes)
 
-    def _routes(self) -> dict[str, tuple[ToolSpec, MountConnection, str]]:
-        """Tool name -> (spec, connection, the server's tool name); rebuilt only when a tool list changes."""
+    def _routes(self) -> dict[str, _Route]:
+        """Tool name -> its route; rebuilt only when a tool list changes."""
         # A connection replaces its `tools` list when it changes, so identity tells whether anything did.
         key = [(c.state == "stopped", c.tools) for c in self._connections.values()]
         cached = self._route_cache
         if cached is not None and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(cached[0], key, strict=True)):
             return cached[1]
-        routes = self._build_routes()
-        self._route_cache = (key, routes)
+        routes, dropped = self._build_routes()
+        self._route_cache = (key, routes, dropped)
         return routes
 
-    def _build_routes(self) -> dict[str, tuple[ToolSpec, MountConnection, str]]:
-        routes: dict[str, tuple[ToolSpec, MountConnection, str]] = {}
+    def _build_routes(self) -> tuple[dict[str, _Route], list[DroppedTool]]:
+        routes: dict[str, _Route] = {}
+        dropped: list[DroppedTool] = []
         for connection in self._connections.values():
             if connection.state == "stopped":
                 continue
             for tool in _offered(connection):
                 name = mounted_tool_name(connection.config.tool_prefix, tool.name)
-                first = routes.get(name)
-                if first is not None:
-                    raise ConfigError(
-                        f"tool name {name!r} is offered twice: by 'mcp:{first[1].name}' (its tool {first[2]!r}) "
-                        f"and by 'mcp:{connection.name}' (its tool {tool.name!r})"
-                    )
-                spec = ToolSpec(
-                    name=name,
-                    description=tool.description or tool.title or "",
-                    input_schema=tool.input_schema,
-                    source=f"mcp:{connection.name}",
-                )
+                problem = _route_problem(routes.get(name), tool)
+                source = f"mcp:{connection.name}"
+                if problem is not None:
+                    dropped.append(DroppedTool(name=name, source=source, reason=f"its tool {tool.name!r}: {problem}"))
+                    continue
+                description = tool.description or tool.title or ""
+                spec = ToolSpec(name=name, description=description, input_schema=tool.input_schema, source=source)
                 routes[name] = (spec, connection, tool.name)
-        return routes
+        return routes, dropped
+
+
+def _route_problem(first: _Route | None, tool: types.Tool) -> str | None:
+    """Why `tool` cannot be offered under its name (`first`: the route already holding that name)."""
+    if first is not None:
+        return f"the name is already taken by 'mcp:{first[1].name}' (its tool {first[2]!r})"
+    return schema_problem(tool.input_schema)
 
 
 def _offered(connection: MountConnection) -> list[types.Tool]:
@@ -220,21 +230,12 @@ def _offered(connection: MountConnection) -> list[types.Tool]:
 
 
 def _check_unique(configs: Sequence[MountConfig]) -> None:
+    """Server names are unique. Prefixes may clash: only the clashing tools are dropped (see `_build_routes`)."""
     names: set[str] = set()
-    prefixes: dict[str, str] = {}
     for config in configs:
         if config.name in names:
             raise ConfigError(f"MCP server {config.name!r} is configured twice")
         names.add(config.name)
-        if not config.enabled:
-            continue
-        prefix = sanitize(config.tool_prefix)
-        if prefix in prefixes:
-            raise ConfigError(
-                f"MCP servers {prefixes[prefix]!r} and {config.name!r} would both name their tools {prefix}__*; "
-                "set a different `prefix` on one of them"
-            )
-        prefixes[prefix] = config.name
 
 
 def to_tool_result(

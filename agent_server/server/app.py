@@ -47,7 +47,6 @@ def mount_configs(settings: Settings, environ: Mapping[str, str]) -> list[MountC
     if not settings.mcp_servers and settings.mcp_config is None:
         return []
     from agent_server.mounts.config import load_mcp_config_file, parse_mcp_servers
-    from agent_server.mounts.toolset import MountManager
 
     configs = parse_mcp_servers(settings.mcp_servers, environ=environ) if settings.mcp_servers else []
     if settings.mcp_config is not None:
@@ -55,8 +54,7 @@ def mount_configs(settings: Settings, environ: Mapping[str, str]) -> list[MountC
     names = [c.name for c in configs]
     if twice := sorted({n for n in names if names.count(n) > 1}):
         raise ConfigError(f"MCP server {twice[0]!r} is configured twice (config file and --mcp-config)")
-    MountManager(configs)  # validates names and prefixes now, so a clash fails at startup
-    return configs
+    return configs  # clashing prefixes are no error: only the clashing tools are dropped (agent_tools says why)
 
 
 def build_lifespan(

@@ -56,6 +56,7 @@ class LazyState:
             settings.workspace,
             read_max_bytes=settings.read_file_max_bytes,
             search_max_matches=settings.search_max_matches,
+            search_timeout_s=settings.search_timeout_s,
         )
         registry = ToolRegistry([workspace, mounts])
         return AppState(settings=settings, store=self._store, llm=self._llm, registry=registry, mounts=mounts)

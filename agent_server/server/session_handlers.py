@@ -82,4 +82,7 @@ async def handle_agent_tools(state: AppState, ctx: Context, params: specs.AgentT
     lines = [f"{t.name} ({t.source})" for t in tools]
     servers = [specs.MountState.model_validate(s) for s in state.mounts.states()]
     lines += [f"server {s.name} ({s.transport}): {s.state}, {s.tool_count} tool(s)" for s in servers]
-    return Outcome(specs.AgentToolsResult(tools=tools, servers=servers), "\n".join(lines) or "no tools")
+    dropped = state.registry.dropped()
+    lines += [f"dropped {d.name} ({d.source}): {d.reason}" for d in dropped]
+    result = specs.AgentToolsResult(tools=tools, servers=servers, dropped=dropped)
+    return Outcome(result, "\n".join(lines) or "no tools")

@@ -15,6 +15,7 @@ from agent_server.server.streaming import one_line
 from agent_server.types import (
     AssistantTurn,
     CompactionRecord,
+    DroppedTool,
     ErrorInfo,
     Message,
     SessionInfo,
@@ -221,3 +222,6 @@ class MountState(BaseModel):
 class AgentToolsResult(BaseModel):
     tools: list[ToolSpec]
     servers: list[MountState]
+    dropped: list[DroppedTool] = Field(
+        default_factory=list[DroppedTool], description="Tools not offered to the model (name clash, invalid schema)."
+    )

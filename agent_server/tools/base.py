@@ -8,9 +8,9 @@ merges them. `call_tool` never raises for a failed call: it returns a `ToolResul
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from agent_server.types import ToolResult, ToolSpec
+from agent_server.types import DroppedTool, ToolResult, ToolSpec
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 """`(progress, total, message)` reported by a tool while it runs."""
@@ -30,4 +30,13 @@ class Toolset(Protocol):
         on_progress: ProgressCallback | None = None,
     ) -> ToolResult:
         """Run one call. A failure is a `ToolResult` with `is_error=True`, never an exception."""
+        ...
+
+
+@runtime_checkable
+class DropsTools(Protocol):
+    """A toolset that leaves some of its tools out (see `DroppedTool`) and can say which and why."""
+
+    def dropped(self) -> list[DroppedTool]:
+        """The tools left out of the last `list_tools()`."""
         ...

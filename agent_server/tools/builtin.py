@@ -5,6 +5,13 @@ A path is judged by where it really leads: it is resolved, following `..` and sy
 component, and a path whose target lies outside the root is refused with an error result naming
 it, never clamped. Blocking file I/O runs in a worker thread that is abandoned on cancellation,
 so a cancelled turn does not wait for a slow disk or a long search.
+
+`search_text` patterns come from the model, and a file the agent reads can plant one, so a match must
+never hold the process: patterns run on the `regex` package, which releases the GIL while it matches
+(other requests are answered meanwhile) and stops a match at a deadline. One search has
+`search_timeout_s` in all; past it the model gets an error result naming the limit. Each line is
+matched in its first `SEARCH_LINE_MAX_CHARS` characters only, so one huge line cannot dominate.
+Compiling is bounded too (`patterns.py`: pattern length, counted repeats).
 """
 
 from __future__ import annotations
@@ -14,17 +21,19 @@ import fnmatch
 import itertools
 import logging
 import os
-import re
 import stat
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import anyio.from_thread
 import anyio.to_thread
+import regex
 
 from agent_server.errors import ToolFailure
 from agent_server.tools.base import ProgressCallback
+from agent_server.tools.patterns import compile_pattern
 from agent_server.types import ContentPart, ImagePart, TextPart, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -34,6 +43,10 @@ SKIP_DIRS = frozenset({".git", ".agent_server", "node_modules", ".venv"})
 LIST_DIR_MAX_ENTRIES = 1000
 MATCH_LINE_MAX_CHARS = 300
 """A matching line longer than this is cut in `search_text` output."""
+SEARCH_LINE_MAX_CHARS = 10_000
+"""`search_text` matches each line in its first this many characters."""
+SEARCH_TIMEOUT_S = 10.0
+"""Default time limit of one `search_text` (all its matching), in seconds."""
 _SNIFF_BYTES = 8192
 _CHUNK = 64 * 1024
 _IMAGE_MAGIC = {
@@ -84,8 +97,9 @@ SPECS: dict[str, ToolSpec] = {
             name="search_text",
             description=(
                 "Search text files under a workspace path (recursively) for a Python regular expression, "
-                "line by line. Returns 'path:LINE: text' lines. Skips .git, .agent_server, node_modules, .venv, "
-                "binary files and files over the size limit."
+                "line by line (each line in its first 10000 characters). Returns 'path:LINE: text' lines. Skips "
+                ".git, .agent_server, node_modules, .venv, binary files and files over the size limit. A search "
+                "has a time limit: avoid patterns that backtrack heavily, such as nested repeats."
             ),
             input_schema=_schema(
                 ["pattern"],
@@ -101,10 +115,18 @@ SPECS: dict[str, ToolSpec] = {
 class WorkspaceToolset:
     """The built-in tools over one workspace root. Implements `Toolset`."""
 
-    def __init__(self, workspace: Path, *, read_max_bytes: int, search_max_matches: int) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        read_max_bytes: int,
+        search_max_matches: int,
+        search_timeout_s: float = SEARCH_TIMEOUT_S,
+    ) -> None:
         self._root = workspace.expanduser().resolve()
         self._read_max = read_max_bytes
         self._max_matches = search_max_matches
+        self._search_timeout_s = search_timeout_s
         self._handlers: dict[str, Callable[[dict[str, Any]], _Output]] = {
             "read_file": self._read_file,
             "list_dir": self._list_dir,
@@ -234,16 +256,13 @@ class WorkspaceToolset:
 
     def _search_text(self, args: dict[str, Any]) -> _Output:
         pattern: str = args["pattern"]
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ToolFailure(f"invalid regex {pattern!r}: {exc.msg} at position {exc.pos}") from exc
+        compiled = compile_pattern(pattern)
         raw: str = args.get("path", ".")
         root = self._resolve(raw)
         if not root.exists():
             raise ToolFailure(f"path not found: {raw!r}")
         glob: str | None = args.get("glob")
-        found = list(itertools.islice(self._matches(regex, root, glob), self._max_matches + 1))
+        found = list(itertools.islice(self._matches(compiled, root, glob), self._max_matches + 1))
         capped = len(found) > self._max_matches
         found = found[: self._max_matches]
         lines = [f"{rel}:{number}: {_clip(text)}" for rel, number, text in found]
@@ -255,15 +274,31 @@ class WorkspaceToolset:
         structured = {"pattern": pattern, "path": self._rel(root), "matches": matches, "truncated": capped}
         return [TextPart(text="\n".join(lines))], structured
 
-    def _matches(self, regex: re.Pattern[str], root: Path, glob: str | None) -> Iterator[tuple[str, int, str]]:
+    def _matches(self, compiled: regex.Pattern[str], root: Path, glob: str | None) -> Iterator[tuple[str, int, str]]:
+        deadline = time.monotonic() + self._search_timeout_s
         for shown, real in self._walk(root):
             anyio.from_thread.check_cancelled()  # an abandoned search stops at the next file
             rel = self._rel(shown)
             if glob is not None and not _glob_matches(glob, rel, shown.relative_to(root).as_posix()):
                 continue
             for number, line in enumerate(self._searchable_lines(real), start=1):
-                if regex.search(line):
+                if self._search_line(compiled, line, deadline, f"{rel}:{number}"):
                     yield rel, number, line
+
+    def _search_line(self, compiled: regex.Pattern[str], line: str, deadline: float, where: str) -> bool:
+        """Whether the line matches; ToolFailure naming the limit once the search's deadline passes."""
+        try:
+            # concurrent=True: the GIL is released while matching, so the event loop keeps serving.
+            found = compiled.search(
+                line[:SEARCH_LINE_MAX_CHARS], timeout=max(deadline - time.monotonic(), 0.0), concurrent=True
+            )
+        except TimeoutError:
+            raise ToolFailure(
+                f"search_text stopped at {where}: matching {compiled.pattern!r} took longer than the "
+                f"{self._search_timeout_s:g} s limit of one search. Simplify the pattern (nested or repeated "
+                "groups such as (.*,){20} backtrack exponentially) or narrow the path or glob."
+            ) from None
+        return found is not None
 
     def _walk(self, root: Path) -> Iterator[tuple[Path, Path]]:
         """`(path as listed, real path)` of each file under root, in sorted order; symlinked dirs not followed."""

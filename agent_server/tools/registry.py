@@ -1,8 +1,10 @@
 """The tool registry: merges toolsets into one `Toolset` and routes each call to its owner.
 
-Tool names are unique across toolsets: a clash is a configuration error naming both sources.
-The merge is redone by every `list_tools()` (toolsets such as mounts gain tools while running);
-`call_tool` routes by the last merge and merges again once before calling a name unknown.
+Tool names are unique across toolsets: when two offer the same name, the earlier toolset keeps it
+and the later one's tool is dropped (listed by `dropped()` with the reason, logged once), so one
+clash never disables the other tools. The merge is redone by every `list_tools()` (toolsets such
+as mounts gain tools while running); `call_tool` routes by the last merge and merges again once
+before calling a name unknown.
 A toolset that raises instead of returning an error result is a bug: the call becomes an error
 result for the model and the traceback goes to the log. Cancellation always propagates.
 """
@@ -17,9 +19,8 @@ from typing import Any
 
 import anyio
 
-from agent_server.errors import ConfigError
-from agent_server.tools.base import ProgressCallback, Toolset
-from agent_server.types import TextPart, ToolResult, ToolSpec
+from agent_server.tools.base import DropsTools, ProgressCallback, Toolset
+from agent_server.types import DroppedTool, TextPart, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -31,26 +32,31 @@ class ToolRegistry:
         self._toolsets = list(toolsets)
         self._routes: dict[str, Toolset] = {}
         self._specs: list[ToolSpec] = []
+        self._dropped: list[DroppedTool] = []
 
     async def refresh(self) -> list[ToolSpec]:
-        """Merge the toolsets' current tools.
-
-        Raises:
-            ConfigError: two toolsets offer a tool of the same name.
-        """
+        """Merge the toolsets' current tools; a name offered again by a later toolset is dropped there."""
         routes: dict[str, Toolset] = {}
         owners: dict[str, ToolSpec] = {}
+        dropped: list[DroppedTool] = []
         for toolset in self._toolsets:
             for spec in await toolset.list_tools():
                 first = owners.get(spec.name)
                 if first is not None:
-                    raise ConfigError(
-                        f"tool name {spec.name!r} is offered twice: by {first.source!r} and by {spec.source!r}"
-                    )
+                    reason = f"its name is already taken by the tool from {first.source!r}"
+                    dropped.append(DroppedTool(name=spec.name, source=spec.source, reason=reason))
+                    continue
                 owners[spec.name] = spec
                 routes[spec.name] = toolset
-        self._routes, self._specs = routes, list(owners.values())
+            if isinstance(toolset, DropsTools):
+                dropped += toolset.dropped()
+        _log_new(self._dropped, dropped)
+        self._routes, self._specs, self._dropped = routes, list(owners.values()), dropped
         return list(self._specs)
+
+    def dropped(self) -> list[DroppedTool]:
+        """The tools left out of the last merge (by this registry or by a toolset), with the reasons."""
+        return list(self._dropped)
 
     async def list_tools(self) -> list[ToolSpec]:
         return await self.refresh()
@@ -76,10 +82,7 @@ class ToolRegistry:
     ) -> ToolResult:
         toolset = self._routes.get(name)
         if toolset is None:
-            try:
-                await self.refresh()
-            except ConfigError as exc:  # a toolset gained a clashing tool since the last merge
-                return error_result(call_id, name, exc.message)
+            await self.refresh()
             toolset = self._routes.get(name)
         if toolset is None:
             return error_result(call_id, name, f"unknown tool {name!r}")
@@ -118,6 +121,13 @@ class _FilteredView:
         if not self.allows(name):
             return error_result(call_id, name, f"unknown tool {name!r}")
         return await self._registry.call_tool(call_id, name, arguments, on_progress=on_progress)
+
+
+def _log_new(before: list[DroppedTool], now: list[DroppedTool]) -> None:
+    """Warn about each drop once, not at every merge."""
+    for tool in now:
+        if tool not in before:
+            logger.warning("tool %r (%s) is not offered to the model: %s", tool.name, tool.source, tool.reason)
 
 
 def error_result(call_id: str, name: str, message: str) -> ToolResult:

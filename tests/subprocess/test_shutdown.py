@@ -12,7 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.subprocess.helpers import REPO, ServerDirs, server_env
+from tests.subprocess.helpers import REPO, ServerDirs, load_replay, server_env
+from tests.subprocess.test_raw import INITIALIZE, tools_call
 
 pytestmark = pytest.mark.anyio
 
@@ -69,3 +70,30 @@ async def test_shutdown_leaves_no_mounted_process_behind(dirs: ServerDirs, how: 
     assert code == 0
     assert elapsed < 4, f"took {elapsed:.1f}s to exit"
     assert [pid for pid in pids if _alive(pid)] == []
+
+
+async def test_sigterm_during_a_backtracking_search_still_shuts_down_promptly(dirs: ServerDirs) -> None:
+    """The model's regex runs without holding the interpreter, so the signal is handled at once."""
+    (dirs.workspace / "data.csv").write_text(",".join(["field"] * 40) + "\n")
+    config = dirs.root / "config.json"
+    config.write_text(json.dumps({"search_timeout_s": 120}))  # far beyond the test: only SIGTERM can end it
+    search = {"tool_calls": [{"name": "search_text", "arguments": {"pattern": r"(.*?,){20}X"}}]}
+    command = dirs.argv([search, {"content": "never"}]) + ["--config", str(config)]
+    replay = load_replay()
+    with anyio.fail_after(30):
+        async with replay.RawServer.spawn(command, cwd=dirs.root, env=server_env()) as raw:
+            await raw.request(INITIALIZE)
+            await raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await raw.send(tools_call(1, "run_turn", {"prompt": "search"}, token="search"))
+            while True:
+                message = await raw.receive()
+                assert "id" not in message, f"the turn answered: {message}"
+                if message["params"].get("message") == "search_text: started":
+                    break
+            started = time.monotonic()
+            raw.process.send_signal(signal.SIGTERM)
+            with anyio.fail_after(10):
+                code = await raw.process.wait()
+            elapsed = time.monotonic() - started
+    assert code == 0
+    assert elapsed < 4, f"took {elapsed:.1f}s to exit"

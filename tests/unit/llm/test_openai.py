@@ -5,6 +5,7 @@ Failures, retries, timeouts and cancellation are in `test_openai_failures.py`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from agent_server.errors import ModelError
 from agent_server.llm.base import ModelRequest, ModelResponse
 from agent_server.llm.openai import OpenAIChatLLM
 from agent_server.settings import OpenAIOptions, Price
@@ -296,3 +298,20 @@ async def test_a_trailing_slash_in_the_base_url_and_a_json_answer_to_a_stream_re
 
     assert server.requests[0].path == "/v1/chat/completions"
     assert response.text == "Not streamed after all."
+
+
+async def test_credentials_in_the_base_url_reach_no_log_line_and_no_message(caplog: pytest.LogCaptureFixture) -> None:
+    async with FakeOpenAIServer() as server:
+        base_url = server.base_url.replace("http://", "http://alice:url-pass-9999@") + "?api-key=qkey-8888"
+        llm = OpenAIChatLLM(OpenAIOptions(base_url=base_url, max_attempts=1), api_key="sk-key-7777", model="gpt-test")
+        server.add(Reply(json=completion("fine")), Reply(status=401, json={"error": {"message": "bad key"}}))
+        caplog.set_level(logging.DEBUG)
+        with anyio.fail_after(5):
+            assert (await llm.complete(ModelRequest(messages=[USER]))).text == "fine"
+            with pytest.raises(ModelError) as failed:
+                await llm.complete(ModelRequest(messages=[USER]))
+        await llm.aclose()
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "HTTP Request: POST http://***@127.0.0.1" in logged and "?api-key=***" in logged, logged
+    for secret in ("url-pass-9999", "qkey-8888", "sk-key-7777"):
+        assert secret not in logged and secret not in failed.value.message and secret not in repr(llm)

@@ -153,3 +153,17 @@ def test_load_file(tmp_path: Path) -> None:
     (tmp_path / "list.json").write_text("[]")
     with pytest.raises(ConfigError, match="object at the top level"):
         load_mcp_config_file(tmp_path / "list.json", environ={})
+
+
+def test_values_expanded_into_url_and_headers_and_header_values_are_the_servers_secrets() -> None:
+    entry = {
+        "url": "https://${HOST}/mcp?key=${KEY}",
+        "headers": {"Authorization": "Bearer ${TOKEN}", "X-Plain": "literal-value"},
+        "env": {"NOT_A_URL_SECRET": "${OTHER}"},
+    }
+    environ = {"HOST": "mcp.example.com", "KEY": "k-123", "TOKEN": "t-456", "OTHER": "o-789"}
+    (config,) = parse_mcp_servers({"web": entry}, environ=environ)
+    assert set(config.secrets) == {"mcp.example.com", "k-123", "t-456", "Bearer t-456", "literal-value"}
+    assert "k-123" not in repr(config) and "t-456" not in repr(config) and "expanded_secrets" not in config.model_dump()
+    with pytest.raises(ConfigError, match="expanded_secrets: unknown key"):
+        parse_mcp_servers({"web": {"url": "https://h/mcp", "expanded_secrets": ["x"]}}, environ={})

@@ -179,3 +179,25 @@ async def test_shutdown_leaves_no_process_behind(tmp_path: Path) -> None:
     assert took < 0.3 + 0.5 + 1.0, took  # grace, SIGTERM grace, slack
     assert [pid for pid in pids if alive(pid)] == []
     assert {s["state"] for s in manager.states()} == {"stopped"}
+
+
+FLOOD = str(Path(__file__).resolve().parents[2] / "fakes" / "mcp_flood.py")
+
+
+async def test_a_line_over_the_limit_fails_that_server_cleanly_and_a_restart_works() -> None:
+    from agent_server.mounts.stdio import MAX_LINE_BYTES
+
+    config = MountConfig(name="flood", command=sys.executable, args=[FLOOD])
+    megabytes = MAX_LINE_BYTES // (1 << 20) + 4
+    async with mounted([config, in_process("echo")], {"echo": mcp_echo.build()}) as manager:
+        with anyio.fail_after(60):
+            flooded = await manager.call_tool("c1", "flood__flood", {"megabytes": megabytes})
+        limit = f"the server wrote a line longer than {MAX_LINE_BYTES} bytes (the limit of one message)"
+        assert flooded.is_error and limit in flooded.text(), flooded.text()
+        flood, echo = manager.states()
+        assert flood["state"] == "failed" and limit in (flood["error"] or "")
+        assert echo["state"] == "ready"  # the other server is untouched
+        assert (await manager.call_tool("c2", "echo__echo", {"text": "still here"})).text() == "still here"
+        with anyio.fail_after(30):
+            again = await manager.call_tool("c3", "flood__ping", {})  # the next call restarts the server
+        assert (again.is_error, again.text()) == (False, "ok")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp.server.mcpserver import MCPServer
 
 from agent_server.errors import ConfigError
 from agent_server.mounts.toolset import MountManager
-from agent_server.types import ImagePart, TextPart
-from tests.fakes import mcp_echo, mcp_paged
+from agent_server.types import DroppedTool, ImagePart, TextPart
+from tests.fakes import mcp_echo, mcp_listed, mcp_paged
+from tests.fakes.mcp_listed import tool
 from tests.unit.mounts.helpers import Progress, in_process, mounted, poll_until, written
 
 pytestmark = pytest.mark.anyio
@@ -86,32 +86,68 @@ async def test_results_keep_text_images_structured_content_and_errors(mode: str)
         assert invalid.is_error  # the server's own argument validation, as data
 
 
-async def test_tool_name_collisions_between_servers_name_both() -> None:
-    odd = MCPServer("odd", log_level="WARNING")
+async def test_tools_whose_names_clash_after_sanitising_are_dropped_the_rest_still_work() -> None:
+    server = mcp_listed.build([tool("a.b"), tool("a_b"), tool("other")])
+    async with mounted([in_process("h")], {"h": server}) as manager:
+        tools = {spec.name: spec for spec in await manager.list_tools()}
+        assert sorted(tools) == ["h__a_b", "h__other"]
+        assert tools["h__a_b"].description == "tool a.b"  # the first one offered keeps the name
+        assert manager.dropped() == [
+            DroppedTool(
+                name="h__a_b",
+                source="mcp:h",
+                reason="its tool 'a_b': the name is already taken by 'mcp:h' (its tool 'a.b')",
+            )
+        ]
+        assert (await manager.call_tool("c1", "h__a_b", {})).text() == "a.b"
+        assert (await manager.call_tool("c2", "h__other", {})).text() == "other"
+        assert manager.states()[0]["tool_count"] == 2
 
-    @odd.tool(name="echo__echo")
-    async def clash() -> str:  # pyright: ignore[reportUnusedFunction]
-        return "clash"
 
-    # prefixes "x" and "x__echo" differ, but "x" + "echo__echo" and "x__echo" + "echo" do not
-    configs = [in_process("a", prefix="x"), in_process("b", prefix="x__echo", include=["echo"])]
-    async with mounted(configs, {"a": odd, "b": mcp_echo.build()}) as manager:
-        with pytest.raises(ConfigError) as err:
-            await manager.list_tools()
-        assert "'x__echo__echo'" in err.value.message
-        assert "'mcp:a'" in err.value.message and "'mcp:b'" in err.value.message
-        result = await manager.call_tool("c", "x__echo__echo", {})
-        assert result.is_error and "offered twice" in result.text()
+async def test_nested_prefixes_drop_only_the_later_servers_clashing_tool() -> None:
+    # prefixes "h" and "h__x" differ, but "h" + "x__y" and "h__x" + "y" do not
+    first = mcp_listed.build([tool("x__y")])
+    second = mcp_listed.build([tool("y"), tool("z")])
+    configs = [in_process("a", prefix="h"), in_process("b", prefix="h__x")]
+    async with mounted(configs, {"a": first, "b": second}) as manager:
+        assert sorted(spec.name for spec in await manager.list_tools()) == ["h__x__y", "h__x__z"]
+        (dropped,) = manager.dropped()
+        assert (dropped.name, dropped.source) == ("h__x__y", "mcp:b")
+        assert "'mcp:a' (its tool 'x__y')" in dropped.reason
+        assert (await manager.call_tool("c1", "h__x__y", {})).text() == "x__y"
+        assert (await manager.call_tool("c2", "h__x__z", {})).text() == "z"
+        assert [s["tool_count"] for s in manager.states()] == [1, 1]
 
 
-def test_clashing_prefixes_and_duplicate_names_are_config_errors() -> None:
-    with pytest.raises(ConfigError, match=r"'a\.b' and 'a_b'"):
-        MountManager([in_process("a.b"), in_process("a_b")])
-    with pytest.raises(ConfigError, match="'fs' and 'files'"):
-        MountManager([in_process("fs"), in_process("files", prefix="fs")])
+async def test_servers_with_clashing_prefixes_both_run_and_only_duplicate_names_are_errors() -> None:
+    configs = [in_process("a.b"), in_process("a_b")]
+    servers = {"a.b": mcp_listed.build([tool("same"), tool("one")]), "a_b": mcp_listed.build([tool("same")])}
+    async with mounted(configs, servers) as manager:
+        assert sorted(spec.name for spec in await manager.list_tools()) == ["a_b__one", "a_b__same"]
+        assert [(d.name, d.source) for d in manager.dropped()] == [("a_b__same", "mcp:a_b")]
     with pytest.raises(ConfigError, match="configured twice"):
         MountManager([in_process("fs"), in_process("fs")])
-    MountManager([in_process("fs"), in_process("files", prefix="fs", enabled=False)])  # disabled: no clash
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ({"type": "object", "properties": {"n": {"type": "no-such-type"}}}, "at properties/n/type"),
+        ({"type": "object", "required": "n"}, "at required: 'n' is not of type 'array'"),
+        ({"type": "object", "properties": {"n": {"minLength": -1}}}, "at properties/n/minLength"),
+    ],
+)
+async def test_a_tool_with_an_invalid_input_schema_is_dropped_with_the_reason(
+    schema: dict[str, object], why: str
+) -> None:
+    server = mcp_listed.build([tool("bad", schema), tool("good")])
+    async with mounted([in_process("s")], {"s": server}) as manager:
+        assert [spec.name for spec in await manager.list_tools()] == ["s__good"]
+        (dropped,) = manager.dropped()
+        assert (dropped.name, dropped.source) == ("s__bad", "mcp:s")
+        assert dropped.reason.startswith("its tool 'bad': its input schema ") and why in dropped.reason
+        refused = await manager.call_tool("c", "s__bad", {})
+        assert refused.is_error and "unknown tool 's__bad'" in refused.text()
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -394,3 +394,52 @@ async def test_cancellation_does_not_wait_for_blocked_file_io(
         release.set()
         safety_valve.cancel()
     assert outcome == []
+
+
+# --- search_text bounds: the pattern comes from the model --------------------------------------
+
+BACKTRACKING = r"(.*?,){20}X"
+"""Exponential backtracking for `re` and for `regex` alike, on any line with many commas and no X."""
+
+
+async def test_a_backtracking_pattern_is_stopped_at_the_time_limit(ws: Path) -> None:
+    (ws / "data.csv").write_text(",".join(["field"] * 40) + "\n")
+    bounded = WorkspaceToolset(ws, read_max_bytes=READ_MAX, search_max_matches=MAX_MATCHES, search_timeout_s=0.2)
+    with anyio.fail_after(10):
+        result = await call(bounded, "search_text", pattern=BACKTRACKING)
+    failed(result, "search_text stopped at data.csv:1", "longer than the 0.2 s limit", "Simplify the pattern")
+
+
+async def test_search_text_matches_only_the_head_of_a_huge_line(ws: Path) -> None:
+    (ws / "minified.js").write_text("head" + "x" * 20_000 + "tail\n")
+    big = WorkspaceToolset(ws, read_max_bytes=100_000, search_max_matches=MAX_MATCHES)
+    assert "minified.js:1: headxx" in ok(await call(big, "search_text", pattern="head")).text()
+    assert "no matches" in ok(await call(big, "search_text", pattern="tail")).text()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        ("a{4294967294}", "allow 4294967294 copies"),
+        ("(?:x{65535}){65535}", "allow 4294836225 copies"),
+        ("((a{100}){100}){100}", "allow 1000000 copies"),
+        ("(?#[)(x{65535}){65535}", "allow 4294836225 copies"),  # a comment cannot hide the counts
+        ("(?x)#[\n(x{65535}){65535}", "allow 4294836225 copies"),
+        ("x" * 2001, "2001 characters long; the limit is 2000"),
+    ],
+)
+async def test_patterns_that_would_take_gigabytes_to_compile_are_refused(
+    tools: WorkspaceToolset, pattern: str, why: str
+) -> None:
+    with anyio.fail_after(10):
+        failed(await call(tools, "search_text", pattern=pattern), why)
+
+
+async def test_ordinary_counted_repeats_still_work(ws: Path, tools: WorkspaceToolset) -> None:
+    (ws / "dates.txt").write_text("on 2024-05-17 and [x]\n")
+    assert (
+        ok(await call(tools, "search_text", pattern=r"\d{4}-\d{2}-\d{2}", glob="*.txt"))
+        .text()
+        .startswith("dates.txt:1:")
+    )
+    assert "dates.txt:1:" in ok(await call(tools, "search_text", pattern=r"[{]?\[x\]{1,3}", glob="*.txt")).text()

@@ -10,11 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
-from agent_server.errors import ConfigError
 from agent_server.tools.base import ProgressCallback
 from agent_server.tools.builtin import WorkspaceToolset
 from agent_server.tools.registry import ToolRegistry
-from agent_server.types import TextPart, ToolResult, ToolSpec
+from agent_server.types import DroppedTool, TextPart, ToolResult, ToolSpec
 
 pytestmark = pytest.mark.anyio
 
@@ -92,12 +91,35 @@ async def test_list_tools_merges_in_order() -> None:
     assert await registry.refresh() == specs
 
 
-async def test_duplicate_name_is_a_config_error_naming_both_sources() -> None:
-    registry = ToolRegistry([FakeToolset("builtin", "read_file"), FakeToolset("plugin", "read_file")])
-    with pytest.raises(ConfigError) as caught:
+async def test_a_name_offered_again_is_dropped_from_the_later_toolset_and_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    builtin, plugin = FakeToolset("builtin", "read_file", "list_dir"), FakeToolset("plugin", "read_file", "extra")
+    registry = ToolRegistry([builtin, plugin])
+    with caplog.at_level(logging.WARNING, logger="agent_server.tools.registry"):
+        assert [(s.name, s.source) for s in await registry.refresh()] == [
+            ("read_file", "builtin"),
+            ("list_dir", "builtin"),
+            ("extra", "plugin"),
+        ]
         await registry.refresh()
-    assert "'read_file'" in caught.value.message
-    assert "'builtin'" in caught.value.message and "'plugin'" in caught.value.message
+    reason = "its name is already taken by the tool from 'builtin'"
+    assert registry.dropped() == [DroppedTool(name="read_file", source="plugin", reason=reason)]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"tool 'read_file' (plugin) is not offered to the model: {reason}"
+    ]
+    assert (await registry.call_tool("c1", "read_file", {})).text() == "builtin:read_file"
+    assert (await registry.call_tool("c2", "extra", {})).text() == "plugin:extra"
+
+
+async def test_dropped_lists_the_toolsets_own_drops_too() -> None:
+    class Dropping(FakeToolset):
+        def dropped(self) -> list[DroppedTool]:
+            return [DroppedTool(name="m__bad", source=self.source, reason="its input schema is not valid")]
+
+    registry = ToolRegistry([FakeToolset("builtin", "a"), Dropping("mcp:m", "m__good")])
+    assert [s.name for s in await registry.list_tools()] == ["a", "m__good"]
+    assert [d.name for d in registry.dropped()] == ["m__bad"]
 
 
 async def test_call_routes_to_the_owner_lazily() -> None:
@@ -122,14 +144,14 @@ async def test_tools_added_later_are_found() -> None:
     assert (await registry.call_tool("c1", "slow__ping", {})).text() == "mcp:slow:slow__ping"
 
 
-async def test_clash_appearing_while_running_makes_a_call_an_error_result_not_an_exception() -> None:
+async def test_clash_appearing_while_running_leaves_the_other_new_tools_callable() -> None:
     builtin, late = FakeToolset("builtin", "read_file"), FakeToolset("plugin")
     registry = ToolRegistry([builtin, late])
     await registry.refresh()
     late.names += ["read_file", "new_tool"]
-    result = await registry.call_tool("c1", "new_tool", {})
-    assert result.is_error and "'builtin'" in result.text() and "'plugin'" in result.text()
+    assert (await registry.call_tool("c1", "new_tool", {})).text() == "plugin:new_tool"
     assert (await registry.call_tool("c2", "read_file", {})).text() == "builtin:read_file"
+    assert [(d.name, d.source) for d in registry.dropped()] == [("read_file", "plugin")]
 
 
 async def test_unknown_tool_is_an_error_result() -> None:
