@@ -20,6 +20,12 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(8)}"
 
 
+def one_line(text: str, limit: int = 120) -> str:
+    """`text` on one line (whitespace runs become one space), cut to `limit` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def utc_now() -> str:
     """The current time as an ISO 8601 string in UTC (millisecond precision)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")

@@ -92,3 +92,12 @@ def test_nothing_below_the_server_imports_the_server_or_cli() -> None:
             continue
         bad = {i for i in imports if _top(i) in {"server", "cli"}}
         assert not bad, f"{module} imports {bad}"
+
+
+def test_the_mcp_front_door_imports_the_runtime_never_a_concrete_part() -> None:
+    concrete = {"llm", "tools", "store", "mounts", "agent"}
+    for module, imports in _package_imports().items():
+        if _top(module) != "server":
+            continue
+        bad = {i for i in imports if _top(i) in concrete and i.split(".")[1:2] != ["base"]}
+        assert not bad, f"{module} imports {bad}: go through agent_server.runtime"

@@ -1,4 +1,4 @@
-"""The client's own model for one request (`sampling/createMessage`), or why it cannot be used."""
+"""The client's own model for one MCP request (`sampling/createMessage`), or why it cannot be lent."""
 
 from __future__ import annotations
 
@@ -10,11 +10,8 @@ from mcp.server import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 
 from agent_server.errors import ModelError
-from agent_server.llm.base import LLMClient
-from agent_server.llm.sampling import SamplingLLM
-from agent_server.llm.unavailable import CONFIGURE, UnavailableLLM
+from agent_server.runtime import CONFIGURE, ClientModel
 
-SAMPLING_MAX_TOKENS = 4096
 NO_BACK_CHANNEL = (
     "this connection cannot lend the client's model: protocol 2026-07-28 has no server-to-client requests, "
     "so sampling/createMessage is unavailable; "
@@ -22,18 +19,14 @@ NO_BACK_CHANNEL = (
 NO_SAMPLING = "the client did not declare the MCP sampling capability, so its model cannot be used; "
 
 
-def llm_for_request(fixed: LLMClient | None, ctx: ServerRequestContext[Any, Any]) -> LLMClient:
-    """The model for one request: the fixed provider, else the client's own when the connection allows."""
-    if fixed is not None:
-        return fixed
+def client_model(ctx: ServerRequestContext[Any, Any]) -> ClientModel:
+    """What the client of this request can lend: its model through sampling, or why not."""
     if not ctx.session.can_send_request:
-        return UnavailableLLM(NO_BACK_CHANNEL + CONFIGURE)
+        return ClientModel(unavailable=NO_BACK_CHANNEL + CONFIGURE)
     caps = ctx.session.client_capabilities
     if caps is None or caps.sampling is None:
-        return UnavailableLLM(NO_SAMPLING + CONFIGURE)
-    return SamplingLLM(
-        _SessionRequester(ctx), with_tools=caps.sampling.tools is not None, max_tokens=SAMPLING_MAX_TOKENS
-    )
+        return ClientModel(unavailable=NO_SAMPLING + CONFIGURE)
+    return ClientModel(requester=_SessionRequester(ctx), with_tools=caps.sampling.tools is not None)
 
 
 class _SessionRequester:

@@ -1,38 +1,35 @@
 """One handler per exposed tool, and `call_tool`: the one place exceptions become wire results.
 
-A handler validates nothing itself (the params model did) and returns an `Outcome`: the result
-model (-> `structuredContent`), a short text (-> `content`) and whether it is an error. Known
-errors (`AgentServerError`) and invalid arguments become `isError` results whose
-`structuredContent.error` has a `type` and a `message`; anything unexpected is logged and
-reported as `internal_error` without internals. Cancellation always propagates.
+Handlers are thin: each maps its params to one `AgentRuntime` call (with this request's
+connection, events, trace id and client model) and the outcome to an `Outcome`: the result model
+(-> `structuredContent`), a short text (-> `content`) and whether it is an error. Known errors
+(`AgentServerError`) and invalid arguments become `isError` results whose `structuredContent.error`
+has a `type` and a `message`; anything unexpected is logged and reported as `internal_error`
+without internals. Cancellation always propagates.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from pydantic import BaseModel, ValidationError
 
-from agent_server.agent.context import TurnRequest
-from agent_server.agent.preflight import compact_session
-from agent_server.agent.turns import run_turn
 from agent_server.errors import AgentServerError, InvalidArgument
-from agent_server.events import EventIds
+from agent_server.runtime import AgentRuntime, ClientModel
 from agent_server.server import tool_specs as specs
-from agent_server.server.state import AppState
+from agent_server.server.client_model import client_model
+from agent_server.server.connections import connection_key
 from agent_server.server.streaming import EventStreamer
-from agent_server.types import TurnRecord, new_id
+from agent_server.types import TurnRecord
 
 logger = logging.getLogger(__name__)
 
-Context = ServerRequestContext[AppState, Any]
+Context = ServerRequestContext[AgentRuntime, Any]
 
 
 @dataclass(frozen=True)
@@ -42,7 +39,7 @@ class Outcome:
     is_error: bool = False
 
 
-Handler = Callable[[AppState, Context, Any], Awaitable[Outcome]]
+Handler = Callable[[AgentRuntime, Context, Any], Awaitable[Outcome]]
 
 
 @dataclass(frozen=True)
@@ -55,11 +52,14 @@ class ToolDef:
     annotations: types.ToolAnnotations
 
 
-async def call_tool(tool: ToolDef, state: AppState, ctx: Context, arguments: dict[str, Any]) -> types.CallToolResult:
-    """Validate the arguments, run the handler, and map the outcome or the error to a result."""
+async def call_tool(name: str, ctx: Context, arguments: dict[str, Any]) -> types.CallToolResult:
+    """Validate the arguments, run the tool's handler, and map the outcome or the error to a result."""
+    from agent_server.server.tool_table import TOOLS
+
+    tool = TOOLS[name]
     try:
         params = tool.params.model_validate(arguments)
-        outcome = await tool.handler(state, ctx, params)
+        outcome = await tool.handler(ctx.lifespan_context, ctx, params)
     except ValidationError as exc:
         return tool_error(InvalidArgument(_validation_message(tool.name, exc)))
     except AgentServerError as exc:
@@ -96,46 +96,24 @@ def _validation_message(tool: str, exc: ValidationError) -> str:
 # --- run_turn and compact -------------------------------------------------------------------
 
 
-async def handle_run_turn(state: AppState, ctx: Context, params: specs.RunTurnParams) -> Outcome:
-    timeout_s = params.timeout_s or state.settings.turn_timeout_s
-    # One deadline from the call's arrival covers the mount wait, the queue and the turn.
-    deadline = math.inf if timeout_s is None else anyio.current_time() + timeout_s
-    streamer = _streamer(state, ctx)
+async def handle_run_turn(runtime: AgentRuntime, ctx: Context, params: specs.RunTurnParams) -> Outcome:
+    streamer = _streamer(runtime, ctx)
     async with streamer.heartbeat():
-        session_id = await state.session_for_turn(ctx, params.session_id, prompt=params.prompt)
-        streamer.waiting_on("mounted MCP servers to start")
-        with anyio.CancelScope(deadline=deadline):  # each mount also stops at its own startup timeout
-            await state.mounts.wait_started()
-        streamer.waiting_on("an earlier turn of this session to finish")
-        async with state.locks.hold(session_id, deadline=deadline):
-            request = _turn_request(state, ctx, params, session_id, timeout_s=timeout_s, deadline=deadline)
-            record = await run_turn(state.deps(ctx, state.registry.filtered(params.tools)), request, streamer)
+        record = await runtime.run_turn(
+            params.prompt,
+            session_id=params.session_id,
+            connection=connection_key(ctx),
+            on_event=streamer,
+            on_wait=streamer.waiting_on,
+            max_tool_passes=params.max_tool_passes,
+            timeout_s=params.timeout_s,
+            trace=params.trace,
+            model=params.model,
+            tools=params.tools,
+            trace_id=trace_id_from_meta(ctx.meta),
+            client_model=_client_model(runtime, ctx),
+        )
     return turn_outcome(record, params.detail)
-
-
-def _turn_request(
-    state: AppState,
-    ctx: Context,
-    params: specs.RunTurnParams,
-    session_id: str,
-    *,
-    timeout_s: float | None,
-    deadline: float,
-) -> TurnRequest:
-    notes = tuple(
-        f"The tools of MCP server {name!r} are unavailable this turn: {why}" for name, why in state.mounts.unavailable()
-    )
-    return TurnRequest(
-        prompt=params.prompt,
-        session_id=session_id,
-        trace_id=trace_id_from_meta(ctx.meta) or new_id("trace"),
-        max_tool_passes=state.settings.max_tool_passes if params.max_tool_passes is None else params.max_tool_passes,
-        timeout_s=timeout_s,
-        deadline=deadline,
-        trace=params.trace,
-        model=params.model,
-        notes=notes,
-    )
 
 
 def turn_outcome(record: TurnRecord, detail: specs.Detail) -> Outcome:
@@ -147,33 +125,30 @@ def turn_outcome(record: TurnRecord, detail: specs.Detail) -> Outcome:
     return Outcome(specs.TurnResult.of(record, detail), text, is_error=record.status == "failed")
 
 
-def _streamer(state: AppState, ctx: Context) -> EventStreamer:
-    settings = state.settings
+def _streamer(runtime: AgentRuntime, ctx: Context) -> EventStreamer:
+    settings = runtime.settings
     return EventStreamer(ctx, flush_interval=settings.token_flush_interval_s, heartbeat_s=settings.heartbeat_s)
 
 
-async def handle_compact(state: AppState, ctx: Context, params: specs.CompactParams) -> Outcome:
-    session_id = await state.session_or_current(ctx, params.session_id)
-    streamer = _streamer(state, ctx)
-    ids: EventIds = {
-        "turn_id": new_id("compact"),
-        "session_id": session_id,
-        "trace_id": trace_id_from_meta(ctx.meta) or new_id("trace"),
-    }
-    keep_last = state.settings.compact_keep_last if params.keep_last is None else params.keep_last
+def _client_model(runtime: AgentRuntime, ctx: Context) -> ClientModel | None:
+    """The client's model only matters when none is configured (sampling is asked for only then)."""
+    return None if runtime.has_model else client_model(ctx)
+
+
+async def handle_compact(runtime: AgentRuntime, ctx: Context, params: specs.CompactParams) -> Outcome:
+    session_id = await runtime.session_or_current(params.session_id, connection=connection_key(ctx))
+    streamer = _streamer(runtime, ctx)
     async with streamer.heartbeat():
-        streamer.waiting_on("a turn of this session to finish")
-        async with state.locks.hold(session_id):
-            record = await compact_session(
-                state.deps(ctx),
-                session_id,
-                keep_last=keep_last,
-                instructions=params.instructions,
-                reason="manual",
-                dry_run=params.dry_run,
-                emit=streamer,
-                ids=ids,
-            )
+        record = await runtime.compact(
+            session_id,
+            keep_last=params.keep_last,
+            instructions=params.instructions,
+            dry_run=params.dry_run,
+            on_event=streamer,
+            on_wait=streamer.waiting_on,
+            trace_id=trace_id_from_meta(ctx.meta),
+            client_model=_client_model(runtime, ctx),
+        )
         await streamer.flush()
     result = specs.CompactResult(session_id=session_id, **record.model_dump())
     verb = "would compact" if record.dry_run else "compacted"

@@ -25,6 +25,7 @@ from mcp.server import ServerRequestContext
 from pydantic import ConfigDict
 
 from agent_server.events import AgentEvent, EventIds, StatusEvent, TokenEvent
+from agent_server.types import one_line
 
 HEARTBEAT_PHASE = "heartbeat"
 
@@ -187,11 +188,6 @@ def _merge(pending: TokenEvent | None, event: TokenEvent) -> TokenEvent:
     if pending is None:
         return event
     return pending.model_copy(update={"delta": pending.delta + event.delta})
-
-
-def one_line(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def describe(event: AgentEvent) -> str:  # noqa: C901 - one arm per event kind

@@ -11,7 +11,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent_server.server.streaming import one_line
 from agent_server.types import (
     AssistantTurn,
     CompactionRecord,
@@ -26,11 +25,10 @@ from agent_server.types import (
     TurnRecord,
     TurnStatus,
     Usage,
+    one_line,
 )
 
 MAX_PAGE = 200
-NEW_SESSION = "new"
-"""`run_turn(session_id="new")`: run in a fresh session."""
 TOOL_ERROR_LINE_CHARS = 200
 """A failed inner call's error, as one line of a turn summary."""
 

@@ -74,6 +74,13 @@ async def test_every_result_of_every_tool_matches_its_output_schema(tmp_path: Pa
     assert check.seen == {tool: {False, True} for tool in check.seen}, "a success and an error of every tool"
 
 
+VALID_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "run_turn": {"prompt": "x"},
+    "session_switch": {"session_id": "ses_x"},
+    "session_delete": {"session_id": "ses_x"},
+}
+
+
 async def test_store_errors_match_every_output_schema(tmp_path: Path, mode: str) -> None:
     state = tmp_path / "state-is-a-file"
     state.write_text("not a directory")
@@ -82,7 +89,7 @@ async def test_store_errors_match_every_output_schema(tmp_path: Path, mode: str)
         check = Checker((await h.client.list_tools()).tools)
         with anyio.fail_after(10):
             for tool in check.validators:
-                arguments = {"prompt": "x"} if tool == "run_turn" else {}
+                arguments = VALID_ARGUMENTS.get(tool, {})
                 result = await check.call(h, tool, arguments)
                 assert result.is_error
                 assert result.structured_content is not None

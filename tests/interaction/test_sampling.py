@@ -13,8 +13,8 @@ from mcp.client import ClientRequestContext
 
 from agent_server.errors import ConfigError
 from agent_server.llm.scripted import ScriptedLLM
+from agent_server.runtime import fixed_llm
 from agent_server.server.app import create_server
-from agent_server.server.models import fixed_llm
 from tests.interaction.harness import make_settings
 
 pytestmark = pytest.mark.anyio

@@ -1,0 +1,513 @@
+"""`AgentRuntime`: the agent as a library, and the one place that picks concrete parts.
+
+It owns the session store, the tool registry (built-in workspace tools and mounted MCP servers),
+the session locks, each connection's current session, the model choice and the turn defaults.
+Every front door (the MCP server in `server/`, a Python program) is a thin adapter over it:
+
+```python
+from agent_server import AgentRuntime, Settings
+from agent_server.testing import ScriptedLLM
+
+async with AgentRuntime(Settings(workspace="."), llm=ScriptedLLM([{"content": "Hello."}])) as runtime:
+    record = await runtime.run_turn("Say hello")
+    print(record.final_text)
+```
+
+Start-up stays cheap: entering the runtime starts the mounted servers in the background and
+imports nothing else; the store, the workspace tools and the turn machinery are loaded by the
+first call that needs them (opening the store marks turns left `running` by a dead process as
+`interrupted`, before any call sees the store).
+
+A *connection* is whatever the front door says it is (DESIGN 3.5): `DEFAULT_CONNECTION` for a
+Python program, the server process on stdio, one MCP session over HTTP; `None` means a call
+without connection identity, which never has a current session. No MCP types here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from agent_server.errors import ConfigError, InvalidArgument, SessionNotFound
+from agent_server.events import EventIds, EventSink
+from agent_server.llm.unavailable import CONFIGURE
+from agent_server.settings import Settings
+from agent_server.types import (
+    CompactionRecord,
+    DroppedTool,
+    SessionInfo,
+    StoredMessage,
+    ToolSpec,
+    TraceMode,
+    TurnRecord,
+    new_id,
+    one_line,
+)
+
+if TYPE_CHECKING:
+    from agent_server.agent.context import AgentDeps
+    from agent_server.agent.current_sessions import CurrentSessions
+    from agent_server.agent.locks import SessionLocks
+    from agent_server.llm.base import LLMClient
+    from agent_server.llm.sampling import SamplingRequester
+    from agent_server.mounts.config import MountConfig
+    from agent_server.mounts.toolset import MountManager
+    from agent_server.mounts.transport import InProcessServer
+    from agent_server.store.base import SessionStore
+    from agent_server.tools.registry import ToolRegistry
+
+__all__ = ["CONFIGURE", "DEFAULT_CONNECTION", "NEW_SESSION", "AgentRuntime", "ClientModel", "ToolsReport"]
+
+DEFAULT_CONNECTION = "default"
+NEW_SESSION = "new"
+"""`run_turn(session_id="new")`: run in a fresh session (the current one stays)."""
+TITLE_LENGTH = 60
+NO_CURRENT = "this connection has no current session: pass session_id, or create one with session_create"
+SAMPLING_MAX_TOKENS = 4096
+
+WaitCallback = Callable[[str], None]
+"""Told what a call waits on before its turn starts (mounted servers starting, an earlier turn)."""
+
+
+@dataclass(frozen=True)
+class ClientModel:
+    """The caller's own model for one call, as its front door can lend it (MCP sampling), or why not."""
+
+    requester: SamplingRequester | None = None
+    with_tools: bool = False
+    unavailable: str | None = None
+    """Why the caller's model cannot be used; ignored when `requester` is given."""
+
+
+@dataclass(frozen=True)
+class ToolsReport:
+    """The agent's tools, each mounted server's state (`name`, `transport`, `state`, `error`, `tool_count`),
+    and the tools dropped (clashing names, invalid schemas) with the reason."""
+
+    tools: list[ToolSpec]
+    servers: list[dict[str, Any]]
+    dropped: list[DroppedTool]
+
+
+@dataclass(frozen=True)
+class _Parts:
+    store: SessionStore
+    registry: ToolRegistry
+    mounts: MountManager
+
+
+class AgentRuntime:
+    """See the module docstring. Use as `async with AgentRuntime(settings) as runtime:`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        llm: LLMClient | None = None,
+        in_process_mounts: Mapping[str, InProcessServer] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        """Check the settings now; nothing starts until the runtime is entered.
+
+        Args:
+            llm: the model, instead of the one the settings name (e.g. `agent_server.testing.ScriptedLLM`).
+            in_process_mounts: connect these mounts (by name) to in-process MCP servers (tests, embedding).
+            environ: where `OPENAI_*`, `AGENT_SERVER_MODEL` and mounts' `${VAR}` come from (default `os.environ`).
+
+        Raises:
+            ConfigError: the settings name a model or mounts that cannot be built.
+        """
+        env = os.environ if environ is None else environ
+        self.settings = settings
+        self._llm = llm if llm is not None else fixed_llm(settings, env)
+        self._mount_configs = mount_configs(settings, env)
+        self._in_process = dict(in_process_mounts or {})
+        self._environ = env
+        self._stack: AsyncExitStack | None = None
+        self._started_mounts: MountManager | None = None
+        self._parts: _Parts | None = None
+        self._opening = anyio.Lock()
+        self._locks: SessionLocks | None = None
+        self._current: CurrentSessions | None = None
+
+    @property
+    def has_model(self) -> bool:
+        """Whether a model is configured; otherwise each call needs the caller's own (`client_model`)."""
+        return self._llm is not None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> AgentRuntime:
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        self._stack = stack
+        if self._mount_configs:
+            from agent_server.mounts.toolset import MountManager
+
+            manager = MountManager(
+                self._mount_configs,
+                environ=self._environ,
+                in_process=self._in_process,
+                result_max_bytes=self.settings.mount_result_max_bytes,
+            )
+            self._started_mounts = await stack.enter_async_context(manager)
+        stack.push_async_callback(self._close_store)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._stack is not None, "the runtime was not entered"
+        return await self._stack.__aexit__(exc_type, exc, tb)
+
+    async def _close_store(self) -> None:
+        if self._parts is not None:
+            await self._parts.store.close()
+
+    async def _ready(self) -> _Parts:
+        """The store and the tools, opened and built by the first call that needs them.
+
+        Raises:
+            StoreError: the store cannot be opened (the next call tries again).
+        """
+        if self._parts is not None:
+            return self._parts
+        async with self._opening:
+            if self._parts is None:
+                self._parts = await self._open()
+            return self._parts
+
+    async def _open(self) -> _Parts:
+        from agent_server.agent.current_sessions import CurrentSessions
+        from agent_server.agent.locks import SessionLocks
+        from agent_server.mounts.toolset import MountManager
+        from agent_server.store.sqlite import SqliteStore
+        from agent_server.tools.builtin import WorkspaceToolset
+        from agent_server.tools.registry import ToolRegistry
+
+        settings = self.settings
+        store = await SqliteStore.open(settings.state_path)
+        mounts = self._started_mounts or MountManager([])
+        workspace = WorkspaceToolset(
+            settings.workspace,
+            read_max_bytes=settings.read_file_max_bytes,
+            search_max_matches=settings.search_max_matches,
+            search_timeout_s=settings.search_timeout_s,
+        )
+        self._locks, self._current = SessionLocks(), CurrentSessions()
+        return _Parts(store=store, registry=ToolRegistry([workspace, mounts]), mounts=mounts)
+
+    def _sessions(self) -> tuple[SessionLocks, CurrentSessions]:
+        assert self._locks is not None and self._current is not None, "_ready() first"
+        return self._locks, self._current
+
+    # --- turns ----------------------------------------------------------------------------
+
+    async def run_turn(
+        self,
+        prompt: str,
+        *,
+        session_id: str | None = None,
+        connection: str | None = DEFAULT_CONNECTION,
+        on_event: EventSink | None = None,
+        on_wait: WaitCallback | None = None,
+        max_tool_passes: int | None = None,
+        timeout_s: float | None = None,
+        trace: TraceMode = "standard",
+        model: str | None = None,
+        tools: Sequence[str] | None = None,
+        trace_id: str | None = None,
+        client_model: ClientModel | None = None,
+    ) -> TurnRecord:
+        """Run one agent turn and return its stored record, however it ended.
+
+        `session_id`: an existing session, `"new"` for a fresh one, or None for the connection's current
+        session (created by its first such call, exactly once). `timeout_s` (default: the settings'
+        `turn_timeout_s`) is one deadline from now: waiting for mounted servers and for an earlier turn
+        of the session count too. Cancelling the caller cancels the turn; it is recorded `cancelled`.
+
+        Raises:
+            SessionNotFound: `session_id` is unknown.
+            StoreError: the store cannot be used.
+        """
+        from agent_server.agent.context import DISCARD, TurnRequest
+        from agent_server.agent.turns import run_turn
+
+        timeout = timeout_s or self.settings.turn_timeout_s
+        deadline = math.inf if timeout is None else anyio.current_time() + timeout
+        wait = on_wait or _ignore
+        parts = await self._ready()
+        locks, _ = self._sessions()
+        session = await self._session_for_turn(parts, session_id, connection, prompt)
+        wait("mounted MCP servers to start")
+        with anyio.CancelScope(deadline=deadline):  # each mount also stops at its own startup timeout
+            await parts.mounts.wait_started()
+        wait("an earlier turn of this session to finish")
+        async with locks.hold(session, deadline=deadline):
+            request = TurnRequest(
+                prompt=prompt,
+                session_id=session,
+                trace_id=trace_id or new_id("trace"),
+                max_tool_passes=self.settings.max_tool_passes if max_tool_passes is None else max_tool_passes,
+                timeout_s=timeout,
+                deadline=deadline,
+                trace=trace,
+                model=model,
+                notes=_unavailable_notes(parts.mounts),
+            )
+            tool_view = parts.registry.filtered(tools)
+            return await run_turn(self._deps(parts, client_model, tool_view), request, on_event or DISCARD)
+
+    async def compact(
+        self,
+        session_id: str,
+        *,
+        keep_last: int | None = None,
+        instructions: str | None = None,
+        dry_run: bool = False,
+        on_event: EventSink | None = None,
+        on_wait: WaitCallback | None = None,
+        trace_id: str | None = None,
+        client_model: ClientModel | None = None,
+    ) -> CompactionRecord:
+        """Summarise the session's older history, keeping the last `keep_last` messages (default: the settings').
+
+        Raises:
+            SessionNotFound: the session is unknown.
+        """
+        from agent_server.agent.context import DISCARD
+        from agent_server.agent.preflight import compact_session
+
+        parts = await self._ready()
+        locks, _ = self._sessions()
+        await parts.store.get_session(session_id)
+        ids: EventIds = {
+            "turn_id": new_id("compact"),
+            "session_id": session_id,
+            "trace_id": trace_id or new_id("trace"),
+        }
+        (on_wait or _ignore)("a turn of this session to finish")
+        async with locks.hold(session_id):
+            return await compact_session(
+                self._deps(parts, client_model),
+                session_id,
+                keep_last=self.settings.compact_keep_last if keep_last is None else keep_last,
+                instructions=instructions,
+                reason="manual",
+                dry_run=dry_run,
+                emit=on_event or DISCARD,
+                ids=ids,
+            )
+
+    def _deps(self, parts: _Parts, client_model: ClientModel | None, tools: Any = None) -> AgentDeps:
+        from agent_server.agent.context import AgentDeps
+
+        llm = self._model_for(client_model)
+        return AgentDeps(settings=self.settings, store=parts.store, llm=llm, tools=tools or parts.registry)
+
+    def _model_for(self, client: ClientModel | None) -> LLMClient:
+        """The configured model, else the caller's own, else a stand-in that says how to configure one."""
+        if self._llm is not None:
+            return self._llm
+        from agent_server.llm.sampling import SamplingLLM
+        from agent_server.llm.unavailable import UnavailableLLM
+
+        if client is not None and client.requester is not None:
+            return SamplingLLM(client.requester, with_tools=client.with_tools, max_tokens=SAMPLING_MAX_TOKENS)
+        return UnavailableLLM(client.unavailable) if client and client.unavailable else UnavailableLLM()
+
+    # --- sessions -------------------------------------------------------------------------
+
+    async def create_session(
+        self, *, title: str | None = None, metadata: dict[str, Any] | None = None, connection: str | None = None
+    ) -> SessionInfo:
+        """A new session; it becomes `connection`'s current session (when given)."""
+        parts = await self._ready()
+        session = await parts.store.create_session(title=title or "Untitled session", metadata=metadata or {})
+        return self._make_current(connection, session)
+
+    async def list_sessions(
+        self, *, cursor: str | None = None, limit: int = 50, connection: str | None = None
+    ) -> tuple[list[SessionInfo], str | None]:
+        """Sessions, newest first; `active` marks `connection`'s current one."""
+        parts = await self._ready()
+        sessions, next_cursor = await parts.store.list_sessions(cursor=cursor, limit=limit)
+        return [self._marked(connection, s) for s in sessions], next_cursor
+
+    async def get_session(self, session_id: str, *, connection: str | None = None) -> SessionInfo:
+        parts = await self._ready()
+        return self._marked(connection, await parts.store.get_session(session_id))
+
+    async def switch_session(self, session_id: str, *, connection: str | None) -> SessionInfo:
+        """Make `session_id` the connection's current session."""
+        parts = await self._ready()
+        return self._make_current(connection, await parts.store.get_session(session_id))
+
+    async def fork_session(
+        self, session_id: str, *, at_turn: str | None = None, title: str | None = None
+    ) -> SessionInfo:
+        parts = await self._ready()
+        return await parts.store.fork_session(session_id, at_turn=at_turn, title=title)
+
+    async def delete_session(self, session_id: str) -> None:
+        parts = await self._ready()
+        await parts.store.delete_session(session_id)
+        self._sessions()[1].forget(session_id)
+
+    async def session_or_current(self, session_id: str | None, *, connection: str | None) -> str:
+        """`session_id` (checked to exist), else the connection's current session.
+
+        Raises:
+            SessionNotFound: `session_id` is unknown.
+            InvalidArgument: no `session_id` and the connection has no current session.
+        """
+        parts = await self._ready()
+        if session_id is not None:
+            return (await parts.store.get_session(session_id)).session_id
+        current = self._sessions()[1].get(connection)
+        if current is None or not await _exists(parts.store, current):
+            raise InvalidArgument(NO_CURRENT)
+        return current
+
+    async def list_turns(
+        self, session_id: str, *, cursor: str | None = None, limit: int = 20
+    ) -> tuple[list[TurnRecord], str | None]:
+        return await (await self._ready()).store.list_turns(session_id, cursor=cursor, limit=limit)
+
+    async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        return await (await self._ready()).store.get_turn(session_id, turn_id)
+
+    async def list_messages(
+        self, session_id: str, *, cursor: str | None = None, limit: int = 50
+    ) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
+        """One page of the session's stored messages, archived ones included (with their flag)."""
+        return await (await self._ready()).store.list_messages(session_id, cursor=cursor, limit=limit)
+
+    async def list_compactions(self, session_id: str) -> list[CompactionRecord]:
+        return await (await self._ready()).store.list_compactions(session_id)
+
+    async def summary(self, session_id: str) -> str | None:
+        """The session's latest compaction summary."""
+        return (await (await self._ready()).store.load_history(session_id)).summary
+
+    async def agent_tools(self) -> ToolsReport:
+        parts = await self._ready()
+        tools = await parts.registry.list_tools()
+        return ToolsReport(tools=tools, servers=parts.mounts.states(), dropped=parts.registry.dropped())
+
+    async def _session_for_turn(
+        self, parts: _Parts, session_id: str | None, connection: str | None, prompt: str
+    ) -> str:
+        store = parts.store
+        title = _title_from(prompt)
+
+        async def create() -> str:
+            return (await store.create_session(title=title, metadata={})).session_id
+
+        if session_id == NEW_SESSION:
+            return await create()
+        if session_id is not None:
+            return (await store.get_session(session_id)).session_id
+        if connection is None:  # no connection identity: every such call starts fresh
+            return await create()
+        return await self._sessions()[1].get_or_create(connection, lambda s: _exists(store, s), create)
+
+    def _make_current(self, connection: str | None, session: SessionInfo) -> SessionInfo:
+        self._sessions()[1].set(connection, session.session_id)
+        return self._marked(connection, session)
+
+    def _marked(self, connection: str | None, session: SessionInfo) -> SessionInfo:
+        active = self._sessions()[1].get(connection) == session.session_id
+        return session if session.active == active else session.model_copy(update={"active": active})
+
+
+def _ignore(_what: str) -> None:
+    """The wait callback of callers that do not care."""
+
+
+async def _exists(store: SessionStore, session_id: str) -> bool:
+    try:
+        await store.get_session(session_id)
+    except SessionNotFound:
+        return False
+    return True
+
+
+def _title_from(prompt: str) -> str:
+    return one_line(prompt, TITLE_LENGTH)
+
+
+def _unavailable_notes(mounts: MountManager) -> tuple[str, ...]:
+    return tuple(
+        f"The tools of MCP server {name!r} are unavailable this turn: {why}" for name, why in mounts.unavailable()
+    )
+
+
+# --- what the settings name ---------------------------------------------------------------
+
+
+def fixed_llm(settings: Settings, environ: Mapping[str, str]) -> LLMClient | None:
+    """The model the settings (or the environment) name, or None: each call then uses the caller's own.
+
+    `script:PATH` and `openai:MODEL` are built here; `sampling` (or no setting and no
+    `OPENAI_API_KEY`/`OPENAI_BASE_URL`) means the caller's model. With `OPENAI_API_KEY` or
+    `OPENAI_BASE_URL` set and no `llm`, `openai` is the default and `AGENT_SERVER_MODEL` names the model.
+
+    Raises:
+        ConfigError: an unknown provider, a bad script, or no model name.
+    """
+    spec = settings.llm
+    if spec is None and (environ.get("OPENAI_API_KEY") or environ.get("OPENAI_BASE_URL")):
+        model = environ.get("AGENT_SERVER_MODEL")
+        if not model:
+            raise ConfigError(
+                "OPENAI_API_KEY/OPENAI_BASE_URL is set, so the model must be named: set AGENT_SERVER_MODEL"
+            )
+        spec = f"openai:{model}"
+    if spec is None or spec == "sampling":
+        return None
+    kind, _, arg = spec.partition(":")
+    if kind == "script" and arg:
+        from agent_server.llm.scripted import ScriptedLLM
+
+        return ScriptedLLM.from_file(arg)
+    if kind == "openai":
+        return _openai(settings, arg or settings.openai.model, environ)
+    raise ConfigError(f"unknown --llm {spec!r}: expected script:PATH, openai:MODEL or sampling")
+
+
+def _openai(settings: Settings, model: str | None, environ: Mapping[str, str]) -> LLMClient:
+    if not model:
+        raise ConfigError("--llm openai needs a model: openai:MODEL, or openai.model in the config file")
+    from agent_server.llm.openai import OpenAIChatLLM
+
+    options = settings.openai
+    if environ.get("OPENAI_BASE_URL"):
+        options = options.model_copy(update={"base_url": environ["OPENAI_BASE_URL"]})
+    return OpenAIChatLLM(options, api_key=environ.get("OPENAI_API_KEY") or None, model=model)
+
+
+def mount_configs(settings: Settings, environ: Mapping[str, str]) -> list[MountConfig]:
+    """The servers to mount: the config's `mcpServers`, then the `--mcp-config` file's.
+
+    Raises:
+        ConfigError: an entry is invalid, or one name is configured twice.
+    """
+    if not settings.mcp_servers and settings.mcp_config is None:
+        return []
+    from agent_server.mounts.config import load_mcp_config_file, parse_mcp_servers
+
+    configs = parse_mcp_servers(settings.mcp_servers, environ=environ) if settings.mcp_servers else []
+    if settings.mcp_config is not None:
+        configs += load_mcp_config_file(settings.mcp_config, environ=environ)
+    names = [c.name for c in configs]
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"MCP server {twice[0]!r} is configured twice (config file and --mcp-config)")
+    return configs  # clashing prefixes are no error: only the clashing tools are dropped (agent_tools says why)

@@ -1,0 +1,68 @@
+"""`AgentRuntime` embedded directly (no MCP): the library API a Python program uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent_server import AgentEvent, AgentRuntime, InvalidArgument, SessionNotFound, Settings
+from agent_server.testing import ScriptedLLM
+
+pytestmark = pytest.mark.anyio
+
+
+def _settings(tmp_path: Path) -> Settings:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("the answer is 42\n")
+    return Settings(workspace=workspace, state_dir=tmp_path / "state")
+
+
+async def test_a_turn_with_a_tool_round_through_the_embedded_runtime(tmp_path: Path) -> None:
+    llm = ScriptedLLM(
+        [
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+            {"expect_contains": "the answer is 42", "content": "It is 42."},
+            {"expect_contains": "It is 42.", "content": "Still 42."},
+        ]
+    )
+    events: list[AgentEvent] = []
+
+    async def on_event(event: AgentEvent) -> None:
+        events.append(event)
+
+    with anyio.fail_after(10):
+        async with AgentRuntime(_settings(tmp_path), llm=llm) as runtime:
+            first = await runtime.run_turn("What does notes.txt say?", on_event=on_event)
+            again = await runtime.run_turn("And now?")  # the runtime's default connection continues it
+            sessions, _ = await runtime.list_sessions()
+    llm.assert_complete()
+    assert first.status == "completed" and first.final_text == "It is 42."
+    (tool_round,) = first.tool_rounds
+    assert tool_round.tool_results[0].name == "read_file" and not tool_round.tool_results[0].is_error
+    assert again.session_id == first.session_id and again.final_text == "Still 42."
+    assert [e.type for e in events][0] == "turn" and events[-1].type == "done"
+    assert {"tool_start", "tool_result"} <= {e.type for e in events}
+    assert [(s.session_id, s.turn_count) for s in sessions] == [(first.session_id, 2)]
+
+
+async def test_sessions_compact_and_errors_through_the_embedded_runtime(tmp_path: Path) -> None:
+    script = [{"content": f"answer {i}"} for i in range(2)] + [{"content": "SUMMARY"}]
+    with anyio.fail_after(10):
+        async with AgentRuntime(_settings(tmp_path), llm=ScriptedLLM(script)) as runtime:
+            made = await runtime.create_session(title="mine", connection="me")
+            for i in range(2):
+                await runtime.run_turn(f"q{i}", connection="me")
+            record = await runtime.compact(made.session_id, keep_last=1)
+            turns, _ = await runtime.list_turns(made.session_id)
+            with pytest.raises(SessionNotFound):
+                await runtime.run_turn("x", session_id="ses_nope")
+            with pytest.raises(InvalidArgument):
+                await runtime.session_or_current(None, connection="someone else")
+            report = await runtime.agent_tools()
+    assert made.active is True
+    assert record.summary == "SUMMARY" and record.compacted_message_count == 3
+    assert [t.status for t in turns] == ["completed", "completed"]
+    assert {t.name for t in report.tools} == {"read_file", "list_dir", "search_text"}
