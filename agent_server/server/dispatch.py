@@ -8,7 +8,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server import ServerRequestContext
 
-from agent_server.errors import AgentServerError
+from agent_server.errors import INTERNAL_ERROR, AgentServerError
 from agent_server.server.composition import LazyState
 from agent_server.server.handlers import call_tool, tool_error
 from agent_server.server.tool_table import TOOLS
@@ -26,5 +26,5 @@ async def dispatch(
     except Exception:
         # Never a JSON-RPC error with a raw errno text: the caller gets a result it can show.
         logger.exception("could not set up the server's state for %s", name)
-        return tool_error(AgentServerError("internal error while starting up; see the server log"), "internal_error")
+        return tool_error(AgentServerError("internal error while starting up; see the server log"), INTERNAL_ERROR)
     return await call_tool(TOOLS[name], state, ctx, arguments)

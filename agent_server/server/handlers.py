@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from agent_server.agent.context import TurnRequest
 from agent_server.agent.preflight import compact_session
 from agent_server.agent.turns import run_turn
-from agent_server.errors import AgentServerError, InvalidArgument
+from agent_server.errors import INTERNAL_ERROR, AgentServerError, InvalidArgument
 from agent_server.events import EventIds
 from agent_server.server import tool_specs as specs
 from agent_server.server.state import AppState
@@ -66,7 +66,7 @@ async def call_tool(tool: ToolDef, state: AppState, ctx: Context, arguments: dic
         return tool_error(exc)
     except Exception:
         logger.exception("tool %s failed", tool.name)
-        return tool_error(AgentServerError(f"internal error in {tool.name}; see the server log"), "internal_error")
+        return tool_error(AgentServerError(f"internal error in {tool.name}; see the server log"), INTERNAL_ERROR)
     structured = outcome.result.model_dump(mode="json", by_alias=True)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=outcome.text)],
