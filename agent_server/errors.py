@@ -15,15 +15,43 @@ AgentServerError                 base; `type` is the wire name in structuredCont
 
 Cancellation is never one of these: it propagates through anyio cancel scopes.
 `server/handlers.py` is the one place these become wire results.
+
+Every error `type` on the wire (`structuredContent.error.type`, a turn record's `error.type`, an
+`error` event's `error_type`) is one of the constants below: the exceptions' and the endings of
+a turn that are no exception (a timeout, a cancellation, a tool-pass limit, a restart).
 """
 
 from __future__ import annotations
+
+from typing import Final
+
+AGENT_SERVER_ERROR: Final = "agent_server_error"
+CONFIG_ERROR: Final = "config_error"
+INVALID_ARGUMENT: Final = "invalid_argument"
+NOT_FOUND: Final = "not_found"
+SESSION_NOT_FOUND: Final = "session_not_found"
+TURN_NOT_FOUND: Final = "turn_not_found"
+MODEL_ERROR: Final = "model_error"
+TOOL_ERROR: Final = "tool_error"
+STORE_ERROR: Final = "store_error"
+COMPACTION_CONFLICT: Final = "compaction_conflict"
+
+INTERNAL_ERROR: Final = "internal_error"
+"""Anything unexpected: a bug, reported without internals (the details go to the log)."""
+TIMED_OUT: Final = "timed_out"
+"""A turn that did not finish within its deadline."""
+CANCELLED: Final = "cancelled"
+"""A turn whose caller cancelled it."""
+MAX_TOOL_PASSES: Final = "max_tool_passes"
+"""A turn halted because the model still asked for tools after its last allowed tool round."""
+INTERRUPTED: Final = "interrupted"
+"""A turn that was still running when its server stopped (marked so at the next start)."""
 
 
 class AgentServerError(Exception):
     """Base of every error agent-server raises on purpose."""
 
-    type = "agent_server_error"
+    type: str = AGENT_SERVER_ERROR
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -31,19 +59,19 @@ class AgentServerError(Exception):
 
 
 class ConfigError(AgentServerError):
-    type = "config_error"
+    type = CONFIG_ERROR
 
 
 class InvalidArgument(AgentServerError):
-    type = "invalid_argument"
+    type = INVALID_ARGUMENT
 
 
 class NotFound(AgentServerError):
-    type = "not_found"
+    type = NOT_FOUND
 
 
 class SessionNotFound(NotFound):
-    type = "session_not_found"
+    type = SESSION_NOT_FOUND
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"unknown session {session_id!r}")
@@ -51,7 +79,7 @@ class SessionNotFound(NotFound):
 
 
 class TurnNotFound(NotFound):
-    type = "turn_not_found"
+    type = TURN_NOT_FOUND
 
     def __init__(self, session_id: str, turn_id: str) -> None:
         super().__init__(f"session {session_id!r} has no turn {turn_id!r}")
@@ -62,7 +90,7 @@ class TurnNotFound(NotFound):
 class ModelError(AgentServerError):
     """The model call failed. `retryable` tells a provider's retry loop whether to try again."""
 
-    type = "model_error"
+    type = MODEL_ERROR
 
     def __init__(self, message: str, *, retryable: bool = False, status: int | None = None) -> None:
         super().__init__(message)
@@ -71,17 +99,17 @@ class ModelError(AgentServerError):
 
 
 class ToolFailure(AgentServerError):
-    type = "tool_error"
+    type = TOOL_ERROR
 
 
 class StoreError(AgentServerError):
-    type = "store_error"
+    type = STORE_ERROR
 
 
 class CompactionConflict(StoreError):
     """A compaction was computed from a history that another compaction has changed since."""
 
-    type = "compaction_conflict"
+    type = COMPACTION_CONFLICT
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"session {session_id!r} was compacted by another process meanwhile")

@@ -1,11 +1,15 @@
-"""The sampling and tool-round loop of one turn: a small state machine.
+"""The sampling and tool-round loop of one turn: a small explicit state machine.
+
+Each step runs one phase and returns the `NextStep`; `drive` records the transition the step
+names (its `phase` and `reason` are what the turn record's `transitions` say) and runs the next:
 
     sampling --(answer without tools)--> finalizing            status completed
     sampling --(tools requested)-------> executing_tools --> post_tool_decision --> sampling
                                          (the request is fitted to the window again: `window.py`)
-    sampling --(tools requested, no passes left)--> finalizing status halted
+    sampling --(tools requested)-------> executing_tools --(no passes left)--> finalizing  status halted
     sampling --(model error)-----------> finalizing            status failed
 
+`drive` matches the steps exhaustively (pyright checks it), so a new step cannot go unhandled.
 Timeouts and cancellation are applied around this by `agent/turns.py`.
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import anyio
 
@@ -22,14 +27,53 @@ from agent_server.agent.compaction import summary_message
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.preflight import maybe_compact
 from agent_server.agent.tool_calls import result_messages, run_tool_round
-from agent_server.agent.turn_state import TurnState
+from agent_server.agent.turn_state import Phase, Reason, TurnState
 from agent_server.agent.window import fit_between_rounds, result_budget
-from agent_server.errors import ModelError
+from agent_server.errors import MAX_TOOL_PASSES, ModelError
 from agent_server.events import EventIds, EventSink, PromptTraceEvent, StatusEvent, TokenEvent
 from agent_server.llm.base import ModelRequest, ModelResponse
-from agent_server.types import AssistantTurn, ErrorInfo, Message, ToolRound, ToolSpec
+from agent_server.types import AssistantTurn, ErrorInfo, Message, ToolRound, ToolSpec, TurnStatus
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class NextStepRunTools:
+    """The model asked for tools: run them."""
+
+    response: ModelResponse
+    phase: ClassVar[Phase] = "executing_tools"
+    reason: ClassVar[Reason] = "assistant_requested_tools"
+
+
+@dataclass(frozen=True)
+class NextStepDecide:
+    """A tool round finished: decide how the turn goes on."""
+
+    phase: ClassVar[Phase] = "post_tool_decision"
+    reason: ClassVar[Reason] = "tool_round_completed"
+
+
+@dataclass(frozen=True)
+class NextStepSample:
+    """Sample the model again, with the tool results."""
+
+    phase: ClassVar[Phase] = "sampling"
+    reason: ClassVar[Reason] = "runtime_continuation_after_tools"
+
+
+@dataclass(frozen=True)
+class NextStepFinish:
+    """The turn ends with `status`."""
+
+    reason: Reason
+    status: TurnStatus
+    final_text: str | None = None
+    error: ErrorInfo | None = None
+    phase: ClassVar[Phase] = "finalizing"
+
+
+NextStep = NextStepRunTools | NextStepDecide | NextStepSample | NextStepFinish
 
 
 @dataclass(kw_only=True)
@@ -43,6 +87,8 @@ class _Run:
     turn_start: int = 0
     """Where the turn's own messages (its prompt onwards) begin in `messages`."""
     tool_tokens: int = 0
+    tool_round: int = 0
+    """How many tool rounds have run."""
 
     @property
     def ids(self) -> EventIds:
@@ -56,25 +102,21 @@ async def drive(deps: AgentDeps, request: TurnRequest, state: TurnState, emit: E
     """Run the loop until the turn has a final status (set on `state`)."""
     run = _Run(deps=deps, request=request, state=state, emit=emit, tools=await deps.tools.list_tools())
     await _prepare(run)
-    tool_round = 0
+    phase: Phase = "sampling"
+    step: NextStep = await _sample(run)
     while True:
-        if tool_round:
-            run.messages = await fit_between_rounds(
-                deps, state, run.messages, turn_start=run.turn_start, tool_tokens=run.tool_tokens, emit=emit
-            )
-        await run.status("sampling", f"sampling (round {tool_round + 1})")
-        response = await _sample(run, tool_round)
-        if response is None:
-            return
-        if not response.tool_calls:
-            await _finish_with_answer(run, response)
-            return
-        state.transition("sampling", "executing_tools", "assistant_requested_tools")
-        if tool_round >= request.max_tool_passes:
-            _halt(run)
-            return
-        tool_round += 1
-        await _tool_round(run, response, tool_round)
+        state.transition(phase, step.phase, step.reason)
+        phase = step.phase
+        match step:
+            case NextStepRunTools(response=response):
+                step = await _run_tools(run, response)
+            case NextStepDecide():
+                step = _decide_after_tools()
+            case NextStepSample():
+                step = await _sample(run)
+            case NextStepFinish(status=status, final_text=final_text, error=error):
+                state.finish(status, error=error, final_text=final_text)
+                return
 
 
 async def _prepare(run: _Run) -> None:
@@ -88,12 +130,13 @@ async def _prepare(run: _Run) -> None:
     system = prompts.render_system_prompt(parts)
     # Token estimates walk the whole history and every tool schema: compute each once per turn.
     tool_tokens = prompts.estimate_tool_tokens(run.tools)
-    history = await run.deps.store.load_history(run.state.session_id)
+    history = await run.deps.store.load_history(run.state.record.session_id)
     live_tokens = prompts.estimate_message_tokens(m.message for m in history.messages)
     record, compacted = await maybe_compact(
         run.deps, run.state, history, system=system, history_tokens=live_tokens, tool_tokens=tool_tokens, emit=run.emit
     )
-    run.state.compaction = record
+    if record is not None:
+        run.state.compacted(record)
     if compacted is not history:
         history = compacted
         live_tokens = prompts.estimate_message_tokens(m.message for m in history.messages)
@@ -102,7 +145,7 @@ async def _prepare(run: _Run) -> None:
     run.messages = [Message(role="system", content=system), *framing, *(m.message for m in history.messages), user]
     run.turn_start = len(run.messages) - 1
     run.tool_tokens = tool_tokens
-    run.state.committed.append(user)
+    run.state.commit([user])
     await run.emit(
         PromptTraceEvent(
             parts=prompts.trace_parts(parts),
@@ -113,8 +156,13 @@ async def _prepare(run: _Run) -> None:
     )
 
 
-async def _sample(run: _Run, tool_round: int) -> ModelResponse | None:
-    """One model call; None when it failed (the turn is then finished as `failed`)."""
+async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
+    """One model call: the tools it asks for, its answer, or its failure."""
+    if run.tool_round:
+        run.messages = await fit_between_rounds(
+            run.deps, run.state, run.messages, turn_start=run.turn_start, tool_tokens=run.tool_tokens, emit=run.emit
+        )
+    await run.status("sampling", f"sampling (round {run.tool_round + 1})")
     request = ModelRequest(messages=run.messages, tools=run.tools, model=run.request.model)
 
     async def on_text(delta: str) -> None:
@@ -126,41 +174,46 @@ async def _sample(run: _Run, tool_round: int) -> ModelResponse | None:
     try:
         response = await run.deps.llm.complete(request, on_text=on_text, on_retry=on_retry)
     except ModelError as exc:
-        run.state.transition("sampling", "finalizing", "model_failed")
-        run.state.finish("failed", error=ErrorInfo(type=exc.type, message=exc.message))
-        return None
+        return NextStepFinish("model_failed", "failed", error=ErrorInfo(type=exc.type, message=exc.message))
+    response = await _record_response(run, response)
+    if response.tool_calls:
+        return NextStepRunTools(response)
+    return await _answer(run, response)
+
+
+async def _record_response(run: _Run, response: ModelResponse) -> ModelResponse:
+    """The response with its arguments' nesting bounded, added to the record."""
     response = response.model_copy(update={"tool_calls": bound_argument_nesting(response.tool_calls)})
-    run.state.usage = run.state.usage + response.usage
     reasoning = response.reasoning if run.request.trace == "extended" else None
-    phase = "initial" if tool_round == 0 else f"followup_{tool_round}"
-    run.state.assistant_turns.append(
-        AssistantTurn(phase=phase, text=response.text, tool_calls=response.tool_calls, reasoning=reasoning)
-    )
+    phase = "initial" if run.tool_round == 0 else f"followup_{run.tool_round}"
+    turn = AssistantTurn(phase=phase, text=response.text, tool_calls=response.tool_calls, reasoning=reasoning)
+    run.state.add_assistant_turn(turn, response.usage)
     if response.tool_calls_from_text:
         names = ", ".join(call.name for call in response.tool_calls)
         await run.status("sampling", f"the model wrote its tool call(s) as text; recovered from text: {names}")
-        logger.info("turn %s: tool call(s) recovered from the answer's text: %s", run.state.turn_id, names)
+        logger.info("turn %s: tool call(s) recovered from the answer's text: %s", run.state.record.turn_id, names)
     return response
 
 
-async def _finish_with_answer(run: _Run, response: ModelResponse) -> None:
+async def _answer(run: _Run, response: ModelResponse) -> NextStepFinish:
     if not response.text.strip():
         message = "warning: the model's final answer is empty"
         await run.status("finalizing", message)
-        logger.warning("turn %s: %s", run.state.turn_id, message)
-    run.state.transition("sampling", "finalizing", "assistant_finished_without_tools")
-    run.state.committed.append(Message(role="assistant", content=response.text))
-    run.state.finish("completed", final_text=response.text)
+        logger.warning("turn %s: %s", run.state.record.turn_id, message)
+    run.state.commit([Message(role="assistant", content=response.text)])
+    return NextStepFinish("assistant_finished_without_tools", "completed", final_text=response.text)
 
 
-def _halt(run: _Run) -> None:
+async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | NextStepFinish:
+    """One tool round, unless the turn has used all its tool passes."""
     passes = run.request.max_tool_passes
-    run.state.transition("executing_tools", "finalizing", "max_tool_passes_reached")
-    message = f"the model still asked for tools after {passes} tool round(s) (max_tool_passes={passes})"
-    run.state.finish("halted", error=ErrorInfo(type="max_tool_passes", message=message))
-
-
-async def _tool_round(run: _Run, response: ModelResponse, tool_round: int) -> None:
+    if run.tool_round >= passes:
+        message = f"the model still asked for tools after {passes} tool round(s) (max_tool_passes={passes})"
+        return NextStepFinish(
+            "max_tool_passes_reached", "halted", error=ErrorInfo(type=MAX_TOOL_PASSES, message=message)
+        )
+    run.tool_round += 1
+    tool_round = run.tool_round
     await run.status("executing_tools", f"running {len(response.tool_calls)} tool call(s) (round {tool_round})")
     assistant = Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
     results = await run_tool_round(
@@ -173,9 +226,13 @@ async def _tool_round(run: _Run, response: ModelResponse, tool_round: int) -> No
     )
     step = [assistant, *result_messages(results)]
     run.messages += step
-    run.state.committed += step
-    run.state.tool_rounds.append(
+    run.state.commit(step)
+    run.state.add_tool_round(
         ToolRound(tool_round=tool_round, requested_tools=response.tool_calls, tool_results=results)
     )
-    run.state.transition("executing_tools", "post_tool_decision", "tool_round_completed")
-    run.state.transition("post_tool_decision", "sampling", "runtime_continuation_after_tools")
+    return NextStepDecide()
+
+
+def _decide_after_tools() -> NextStepSample:
+    """After a tool round the model always gets the results (the place for a future approval or stop)."""
+    return NextStepSample()

@@ -104,7 +104,7 @@ async def maybe_compact(
     default its prompt: before the first sampling). Returns the compaction record (None when none
     ran) and the session's history after it.
     """
-    turn = prompts.estimate_tokens(state.prompt) if turn_tokens is None else turn_tokens
+    turn = prompts.estimate_tokens(state.record.prompt) if turn_tokens is None else turn_tokens
     live = history_tokens + prompts.estimate_tokens(history.summary or "") + turn
     if not _over(deps.settings, system_tokens=prompts.estimate_tokens(system), live=live, tool_tokens=tool_tokens):
         return None, history
@@ -114,7 +114,7 @@ async def maybe_compact(
     try:
         record = await compact_session(
             deps,
-            state.session_id,
+            state.record.session_id,
             keep_last=deps.settings.compact_keep_last,
             instructions=None,
             reason="token-pressure",
@@ -124,10 +124,10 @@ async def maybe_compact(
         )
     except CompactionConflict:
         # Other processes keep compacting this session, so it is shrinking already: go on with it.
-        return None, await deps.store.load_history(state.session_id)
+        return None, await deps.store.load_history(state.record.session_id)
     if not record.compacted_message_count:
         return None, history
-    return record, await deps.store.load_history(state.session_id)
+    return record, await deps.store.load_history(state.record.session_id)
 
 
 def _over(settings: Settings, *, system_tokens: int, live: int, tool_tokens: int) -> bool:

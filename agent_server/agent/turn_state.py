@@ -1,16 +1,19 @@
-"""The mutable state of one running turn, and the immutable record it becomes.
+"""The state of one running turn: its `TurnRecord` as it grows, and the history it commits.
 
-The loop appends to it as steps finish; whoever ends the turn (the loop itself, the timeout,
-or the cancellation handler) calls `finish`, and `record()` gives the `TurnRecord` to persist.
-`committed` holds the history messages the session keeps: only whole steps (an assistant
-message with its tool results, or a final answer), so an interrupted round never leaves a
-tool call without its result in the history.
+The record itself is the state: it starts `running` (the row `begin_turn` writes) and each
+finished step replaces it with an updated copy (records are immutable, so a record handed out
+earlier never changes under its holder). Whoever ends the turn (the loop itself, the timeout, or
+the cancellation handler) calls `finish`. `committed` holds the history messages the session
+keeps: only whole steps (an assistant message with its tool results, or a final answer), so an
+interrupted round never leaves a tool call without its result in the history.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
+from agent_server.agent.context import TurnRequest
 from agent_server.events import EventIds
 from agent_server.types import (
     AssistantTurn,
@@ -18,67 +21,79 @@ from agent_server.types import (
     ErrorInfo,
     Message,
     ToolRound,
-    TraceMode,
     Transition,
     TurnRecord,
     TurnStatus,
     Usage,
+    new_id,
     utc_now,
 )
+
+Phase = Literal["running", "sampling", "executing_tools", "post_tool_decision", "finalizing"]
+"""Where a turn is, as its record's `transitions` name it (`running`: the turn as a whole, which a timeout ends)."""
+
+Reason = Literal[
+    "assistant_requested_tools",
+    "tool_round_completed",
+    "runtime_continuation_after_tools",
+    "assistant_finished_without_tools",
+    "max_tool_passes_reached",
+    "model_failed",
+    "timeout",
+]
+"""Why a turn moved from one phase to the next, as its record's `transitions` say."""
 
 
 @dataclass(kw_only=True)
 class TurnState:
-    turn_id: str
-    session_id: str
-    trace_id: str
-    prompt: str
-    trace: TraceMode
-    model: str | None
-    started_at: str = field(default_factory=utc_now)
-    status: TurnStatus = "running"
-    final_text: str = ""
-    assistant_turns: list[AssistantTurn] = field(default_factory=list[AssistantTurn])
-    tool_rounds: list[ToolRound] = field(default_factory=list[ToolRound])
-    transitions: list[Transition] = field(default_factory=list[Transition])
-    usage: Usage = field(default_factory=Usage)
-    compaction: CompactionRecord | None = None
-    error: ErrorInfo | None = None
-    finished_at: str | None = None
+    record: TurnRecord
     committed: list[Message] = field(default_factory=list[Message])
 
-    def ids(self) -> EventIds:
-        return {"turn_id": self.turn_id, "session_id": self.session_id, "trace_id": self.trace_id}
+    @classmethod
+    def begin(cls, request: TurnRequest) -> TurnState:
+        """A new turn of `request`, `running` from now."""
+        record = TurnRecord(
+            turn_id=new_id("turn"),
+            session_id=request.session_id,
+            trace_id=request.trace_id,
+            status="running",
+            prompt=request.prompt,
+            trace=request.trace,
+            model=request.model,
+            started_at=utc_now(),
+        )
+        return cls(record=record)
 
-    def transition(self, src: str, dst: str, reason: str) -> None:
-        self.transitions.append(Transition.model_validate({"from": src, "to": dst, "reason": reason}))
+    def ids(self) -> EventIds:
+        record = self.record
+        return {"turn_id": record.turn_id, "session_id": record.session_id, "trace_id": record.trace_id}
+
+    def transition(self, src: Phase, dst: Phase, reason: Reason) -> None:
+        step = Transition.model_validate({"from": src, "to": dst, "reason": reason})
+        self._update(transitions=[*self.record.transitions, step])
+
+    def commit(self, messages: list[Message]) -> None:
+        """Keep whole messages of this turn in the session's history."""
+        self.committed += messages
+
+    def add_assistant_turn(self, turn: AssistantTurn, usage: Usage) -> None:
+        """One model response and what it cost."""
+        self._update(assistant_turns=[*self.record.assistant_turns, turn], usage=self.record.usage + usage)
+
+    def add_tool_round(self, tool_round: ToolRound) -> None:
+        self._update(tool_rounds=[*self.record.tool_rounds, tool_round])
+
+    def compacted(self, compaction: CompactionRecord) -> None:
+        """The session was compacted during this turn (the last compaction is the one recorded)."""
+        self._update(compaction=compaction)
 
     def finish(self, status: TurnStatus, *, error: ErrorInfo | None = None, final_text: str | None = None) -> None:
         """End the turn; a second call is ignored so the first reason to stop wins."""
-        if self.finished_at is not None:
+        if self.record.finished_at is not None:
             return
-        self.status = status
-        self.error = error
-        if final_text is not None:
-            self.final_text = final_text
-        self.finished_at = utc_now()
+        text = self.record.final_text if final_text is None else final_text
+        self._update(status=status, error=error, final_text=text, finished_at=utc_now())
 
-    def record(self) -> TurnRecord:
-        return TurnRecord(
-            turn_id=self.turn_id,
-            session_id=self.session_id,
-            trace_id=self.trace_id,
-            status=self.status,
-            prompt=self.prompt,
-            final_text=self.final_text,
-            assistant_turns=list(self.assistant_turns),
-            tool_rounds=list(self.tool_rounds),
-            transitions=list(self.transitions),
-            usage=self.usage,
-            compaction=self.compaction,
-            error=self.error,
-            trace=self.trace,
-            model=self.model,
-            started_at=self.started_at,
-            finished_at=self.finished_at,
-        )
+    def _update(self, **changes: Any) -> None:
+        # `model_copy` skips validation: every caller above passes values of the field's own type.
+        self.record = self.record.model_copy(update=changes)

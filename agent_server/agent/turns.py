@@ -16,9 +16,9 @@ import anyio.lowlevel
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.loop import drive
 from agent_server.agent.turn_state import TurnState
-from agent_server.errors import AgentServerError
+from agent_server.errors import CANCELLED, INTERNAL_ERROR, STORE_ERROR, TIMED_OUT, AgentServerError
 from agent_server.events import DoneEvent, ErrorEvent, EventSink, TurnEvent
-from agent_server.types import ErrorInfo, TurnRecord, new_id, utc_now
+from agent_server.types import ErrorInfo, TurnRecord, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -32,27 +32,20 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
     Raises:
         SessionNotFound: the session does not exist.
     """
-    state = TurnState(
-        turn_id=new_id("turn"),
-        session_id=request.session_id,
-        trace_id=request.trace_id,
-        prompt=request.prompt,
-        trace=request.trace,
-        model=request.model,
-    )
-    await deps.store.begin_turn(state.record())
+    state = TurnState.begin(request)
+    await deps.store.begin_turn(state.record)
     ids = state.ids()
     try:
         await emit(TurnEvent(prompt=request.prompt, **ids))
         await _drive_with_timeout(deps, request, state, emit)
     except anyio.get_cancelled_exc_class():
-        state.finish("cancelled", error=ErrorInfo(type="cancelled", message="the caller cancelled the turn"))
+        state.finish("cancelled", error=ErrorInfo(type=CANCELLED, message="the caller cancelled the turn"))
         with anyio.CancelScope(shield=True):
             await _persist(deps, state)
         raise
     except Exception as exc:
         # The turn must never stay `running` because of a bug below us; record it and re-raise.
-        state.finish("failed", error=ErrorInfo(type="internal_error", message=f"{type(exc).__name__}: {exc}"))
+        state.finish("failed", error=ErrorInfo(type=INTERNAL_ERROR, message=f"{type(exc).__name__}: {exc}"))
         with anyio.CancelScope(shield=True):
             await _persist(deps, state)
         raise
@@ -78,7 +71,7 @@ async def _drive_with_timeout(deps: AgentDeps, request: TurnRequest, state: Turn
         state.transition("running", "finalizing", "timeout")
         limit = f"timeout_s={request.timeout_s:g}" if request.timeout_s is not None else "its deadline"
         message = f"the turn did not finish within {limit} (counted from the call's arrival, queueing included)"
-        state.finish("timed_out", error=ErrorInfo(type="timed_out", message=message))
+        state.finish("timed_out", error=ErrorInfo(type=TIMED_OUT, message=message))
 
 
 def _deadline(request: TurnRequest) -> float:
@@ -96,16 +89,16 @@ async def _persist(deps: AgentDeps, state: TurnState) -> TurnRecord:
     `running` until this process exits; the next server start then marks it `interrupted`.
     """
     state.finish("completed")  # no-op when a status was already set
-    record = state.record()
+    record = state.record
     try:
         written = await deps.store.finish_turn(record, state.committed)
     except Exception as exc:
-        logger.exception("could not store turn %s; storing a minimal record instead", state.turn_id)
+        logger.exception("could not store turn %s; storing a minimal record instead", record.turn_id)
         record = _unstored(record, exc)
         written = await deps.store.finish_turn(record, [])
     if not written:
         logger.warning(
-            "session %s was deleted while turn %s ran; its record was dropped", state.session_id, state.turn_id
+            "session %s was deleted while turn %s ran; its record was dropped", record.session_id, record.turn_id
         )
     return record
 
@@ -121,7 +114,7 @@ def _unstored(record: TurnRecord, exc: Exception) -> TurnRecord:
         status="failed",
         prompt=record.prompt,
         usage=record.usage,
-        error=ErrorInfo(type="store_error", message=message),
+        error=ErrorInfo(type=STORE_ERROR, message=message),
         trace=record.trace,
         model=record.model,
         started_at=record.started_at,

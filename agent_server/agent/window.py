@@ -99,7 +99,7 @@ async def fit_between_rounds(
     if not over_threshold(deps.settings, messages, tool_tokens):
         return messages
     turn = messages[turn_start:]
-    history = await deps.store.load_history(state.session_id)
+    history = await deps.store.load_history(state.record.session_id)
     record, compacted = await maybe_compact(
         deps,
         state,
@@ -111,7 +111,7 @@ async def fit_between_rounds(
         turn_tokens=prompts.estimate_message_tokens(turn),
     )
     if record is not None:
-        state.compaction = record
+        state.compacted(record)
         messages = [messages[0], *_live(compacted), *turn]
         turn_start = len(messages) - len(turn)
     return await _elide_oldest_results(deps.settings, state, messages, turn_start, tool_tokens, emit)

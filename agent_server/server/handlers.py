@@ -19,7 +19,7 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from pydantic import BaseModel, ValidationError
 
-from agent_server.errors import AgentServerError, InvalidArgument
+from agent_server.errors import INTERNAL_ERROR, AgentServerError, InvalidArgument
 from agent_server.runtime import AgentRuntime, ClientModel
 from agent_server.server import tool_specs as specs
 from agent_server.server.client_model import client_model
@@ -66,7 +66,7 @@ async def call_tool(name: str, ctx: Context, arguments: dict[str, Any]) -> types
         return tool_error(exc)
     except Exception:
         logger.exception("tool %s failed", tool.name)
-        return tool_error(AgentServerError(f"internal error in {tool.name}; see the server log"), "internal_error")
+        return tool_error(AgentServerError(f"internal error in {tool.name}; see the server log"), INTERNAL_ERROR)
     structured = outcome.result.model_dump(mode="json", by_alias=True)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=outcome.text)],

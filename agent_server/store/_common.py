@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from agent_server.errors import InvalidArgument
+from agent_server.errors import INTERRUPTED, InvalidArgument
 from agent_server.types import ErrorInfo, TurnRecord, utc_now
 
 INTERRUPTED_MESSAGE = "the server process running this turn exited before it finished"
@@ -49,6 +49,6 @@ def interrupted(record: TurnRecord) -> TurnRecord:
         update={
             "status": "interrupted",
             "finished_at": record.finished_at or utc_now(),
-            "error": ErrorInfo(type="interrupted", message=INTERRUPTED_MESSAGE),
+            "error": ErrorInfo(type=INTERRUPTED, message=INTERRUPTED_MESSAGE),
         }
     )
