@@ -210,3 +210,46 @@ async def test_registry_over_the_workspace_tools(tmp_path: Path) -> None:
     assert not result.is_error and result.text() == "hi\n" and result.duration_s > 0
     escaped = await registry.call_tool(ToolCall(id="c2", name="read_file", arguments={"path": "../x"}))
     assert escaped.is_error and escaped.text() == "path '../x' is outside the workspace"
+
+
+class CountingToolset(FakeToolset):
+    def __init__(self, source: str, *names: str) -> None:
+        super().__init__(source, *names)
+        self.listings = 0
+
+    async def list_tools(self) -> list[ToolSpec]:
+        self.listings += 1
+        return await super().list_tools()
+
+
+async def test_routes_come_from_the_listing_and_only_an_unknown_name_lists_again() -> None:
+    counting = CountingToolset("builtin", "a")
+    view = ToolRegistry([counting]).filtered(["a", "b"])
+    await view.list_tools()
+    assert (await view.call_tool(ToolCall(id="c1", name="a", arguments={}))).text() == "builtin:a"
+    assert counting.listings == 1
+    counting.names.append("b")
+    assert (await view.call_tool(ToolCall(id="c2", name="b", arguments={}))).text() == "builtin:b"
+    assert counting.listings == 2
+    assert (await view.call_tool(ToolCall(id="c3", name="c", arguments={}))).text() == "unknown tool 'c'"
+    assert counting.listings == 3
+
+
+async def test_a_filtered_view_shares_the_merge_and_its_dropped_tools() -> None:
+    registry = ToolRegistry([FakeToolset("builtin", "a"), FakeToolset("plugin", "a", "b")])
+    view = registry.filtered(["b"])
+    assert [spec.name for spec in await view.list_tools()] == ["b"]
+    assert (
+        registry.dropped()
+        == view.dropped()
+        == [DroppedTool(name="a", source="plugin", reason="its name is already taken by the tool from 'builtin'")]
+    )
+
+
+async def test_an_exception_result_is_timed_like_any_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks: Iterator[float] = iter([1.0, 1.25])
+    registry = ToolRegistry([RaisingToolset("plugin", "explode")])
+    await registry.list_tools()
+    monkeypatch.setattr("agent_server.tools.registry.time.perf_counter", lambda: next(ticks))
+    result = await registry.call_tool(ToolCall(id="c1", name="explode", arguments={}))
+    assert result.is_error and result.duration_s == 0.25
