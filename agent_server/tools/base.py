@@ -1,8 +1,10 @@
 """The tool boundary: a `Toolset` lists tools and runs calls.
 
 Built-in workspace tools, plugins and mounted MCP servers are all toolsets; the registry
-merges them. `call_tool` never raises for a failed call: it returns a `ToolResult` with
-`is_error=True` that the model reads. Cancellation propagates.
+(`registry.py`) merges them and is the one place a call is run: it times it, answers an unknown
+name and turns a toolset's exception into an error result. `call_tool` never raises for a failed
+call: it returns a `ToolResult` with `is_error=True` (`error_result`) that the model reads.
+Cancellation propagates.
 """
 
 from __future__ import annotations
