@@ -21,6 +21,8 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from agent_server.types import ToolCall
+
 REPO = Path(__file__).resolve().parent.parent
 FLOOD = REPO / "tests" / "fakes" / "mcp_flood.py"
 
@@ -82,7 +84,9 @@ async def stdio_figures(kind: str, megabytes: int, cap: float) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch_rss)
             with anyio.move_on_after(cap):
-                result = await manager.call_tool("c", f"f__{kind}", {"megabytes": megabytes})
+                result = await manager.call_tool(
+                    ToolCall(id="c", name=f"f__{kind}", arguments={"megabytes": megabytes})
+                )
                 elapsed, text = time.monotonic() - started, result.text()
             tg.cancel_scope.cancel()
         print(f"{kind} {megabytes} MB: call answered after {_seconds(elapsed)} (cap {cap:g} s)")

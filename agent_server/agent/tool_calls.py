@@ -8,13 +8,12 @@ JSON is not run: the model gets an error result for it with the same call id.
 from __future__ import annotations
 
 import json
-import time
 
 import anyio
 
 from agent_server.agent.window import fit_result
 from agent_server.events import EventIds, EventSink, ToolProgressEvent, ToolResultEvent, ToolStartEvent
-from agent_server.tools.base import Toolset
+from agent_server.tools.base import Toolset, error_result
 from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
 
 IMAGE_NOTE = (
@@ -54,8 +53,7 @@ async def run_tool_round(
 
 async def _call(tools: Toolset, call: ToolCall, *, emit: EventSink, ids: EventIds) -> ToolResult:
     if call.arguments_error is not None:
-        text = f"invalid arguments for {call.name}: {call.arguments_error}; the tool was not run"
-        return ToolResult(call_id=call.id, name=call.name, is_error=True, content=[TextPart(text=text)])
+        return error_result(call, f"invalid arguments for {call.name}: {call.arguments_error}; the tool was not run")
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         event = ToolProgressEvent(
@@ -63,11 +61,7 @@ async def _call(tools: Toolset, call: ToolCall, *, emit: EventSink, ids: EventId
         )
         await emit(event)
 
-    started = time.perf_counter()
-    result = await tools.call_tool(call.id, call.name, call.arguments, on_progress=on_progress)
-    if result.duration_s == 0.0:
-        result = result.model_copy(update={"duration_s": round(time.perf_counter() - started, 6)})
-    return result
+    return await tools.call_tool(call, on_progress=on_progress)  # timed by the registry
 
 
 def result_messages(results: list[ToolResult]) -> list[Message]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -32,8 +31,8 @@ from agent_server.mounts.connection import MountConnection
 from agent_server.mounts.input_schemas import schema_problem
 from agent_server.mounts.naming import mounted_tool_name, tool_selected
 from agent_server.mounts.transport import InProcessServer
-from agent_server.tools.base import ProgressCallback
-from agent_server.types import ContentPart, DroppedTool, ImagePart, TextPart, ToolResult, ToolSpec
+from agent_server.tools.base import ProgressCallback, error_result, unknown_tool
+from agent_server.types import ContentPart, DroppedTool, ImagePart, TextPart, ToolCall, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -167,25 +166,16 @@ class MountManager:
         assert self._route_cache is not None
         return list(self._route_cache[2])
 
-    async def call_tool(
-        self,
-        call_id: str,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        on_progress: ProgressCallback | None = None,
-    ) -> ToolResult:
-        started = time.perf_counter()
-        route = self._routes().get(name)
+    async def call_tool(self, call: ToolCall, *, on_progress: ProgressCallback | None = None) -> ToolResult:
+        route = self._routes().get(call.name)
         if route is None:
-            return _error(call_id, name, f"unknown tool {name!r}")
+            return unknown_tool(call)
         _, connection, tool = route
         try:
-            result = await connection.call_tool(tool, arguments, on_progress=on_progress)
+            result = await connection.call_tool(tool, call.arguments, on_progress=on_progress)
         except ToolFailure as exc:
-            return _error(call_id, name, exc.message, time.perf_counter() - started)
-        duration = time.perf_counter() - started
-        return to_tool_result(call_id, name, result, duration, max_bytes=self._result_max_bytes)
+            return error_result(call, exc.message)
+        return to_tool_result(call.id, call.name, result, max_bytes=self._result_max_bytes)
 
     def _routes(self) -> dict[str, _Route]:
         """Tool name -> its route; rebuilt only when a tool list changes."""
@@ -242,7 +232,6 @@ def to_tool_result(
     call_id: str,
     name: str,
     result: types.CallToolResult,
-    duration_s: float = 0.0,
     *,
     max_bytes: int = DEFAULT_RESULT_MAX_BYTES,
 ) -> ToolResult:
@@ -273,7 +262,6 @@ def to_tool_result(
         is_error=result.is_error,
         content=content,
         structured=structured,  # pyright: ignore[reportUnknownArgumentType]
-        duration_s=duration_s,
     )
 
 
@@ -321,9 +309,3 @@ def _content(block: types.ContentBlock) -> list[ContentPart]:
     if (resource.mime_type or "").startswith("image/"):
         return [ImagePart(data=resource.blob, mime_type=resource.mime_type or "image/png")]
     return [TextPart(text=f"[binary resource {resource.uri} ({resource.mime_type or 'unknown type'}) omitted]")]
-
-
-def _error(call_id: str, name: str, message: str, duration_s: float = 0.0) -> ToolResult:
-    return ToolResult(
-        call_id=call_id, name=name, is_error=True, content=[TextPart(text=message)], duration_s=duration_s
-    )

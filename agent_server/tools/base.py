@@ -1,16 +1,18 @@
 """The tool boundary: a `Toolset` lists tools and runs calls.
 
 Built-in workspace tools, plugins and mounted MCP servers are all toolsets; the registry
-merges them. `call_tool` never raises for a failed call: it returns a `ToolResult` with
-`is_error=True` that the model reads. Cancellation propagates.
+(`registry.py`) merges them and is the one place a call is run: it times it, answers an unknown
+name and turns a toolset's exception into an error result. `call_tool` never raises for a failed
+call: it returns a `ToolResult` with `is_error=True` (`error_result`) that the model reads.
+Cancellation propagates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from agent_server.types import DroppedTool, ToolResult, ToolSpec
+from agent_server.types import DroppedTool, TextPart, ToolCall, ToolResult, ToolSpec
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 """`(progress, total, message)` reported by a tool while it runs."""
@@ -21,16 +23,22 @@ class Toolset(Protocol):
         """The tools this set offers now."""
         ...
 
-    async def call_tool(
-        self,
-        call_id: str,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        on_progress: ProgressCallback | None = None,
-    ) -> ToolResult:
-        """Run one call. A failure is a `ToolResult` with `is_error=True`, never an exception."""
+    async def call_tool(self, call: ToolCall, *, on_progress: ProgressCallback | None = None) -> ToolResult:
+        """Run one call (never one whose `arguments_error` is set: the turn answers that itself).
+
+        A failure is a `ToolResult` with `is_error=True`, never an exception.
+        """
         ...
+
+
+def error_result(call: ToolCall, message: str) -> ToolResult:
+    """A failed call as the model sees it."""
+    return ToolResult(call_id=call.id, name=call.name, is_error=True, content=[TextPart(text=message)])
+
+
+def unknown_tool(call: ToolCall) -> ToolResult:
+    """The answer to a call of a name the toolset does not offer."""
+    return error_result(call, f"unknown tool {call.name!r}")
 
 
 @runtime_checkable
@@ -39,4 +47,13 @@ class DropsTools(Protocol):
 
     def dropped(self) -> list[DroppedTool]:
         """The tools left out of the last `list_tools()`."""
+        ...
+
+
+@runtime_checkable
+class RoutesTools(Protocol):
+    """A toolset made of other toolsets (merged, filtered) that can say which one runs a tool it listed."""
+
+    def route(self, name: str) -> Toolset | None:
+        """The toolset that runs `name` as of the last `list_tools()`; None when `name` is not offered."""
         ...

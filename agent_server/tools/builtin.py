@@ -30,11 +30,13 @@ from typing import Any, BinaryIO
 import anyio.from_thread
 import anyio.to_thread
 import regex
+from pydantic import Field
 
 from agent_server.errors import ToolFailure
-from agent_server.tools.base import ProgressCallback
+from agent_server.tools.arguments import ToolArguments, input_schema, parse_arguments
+from agent_server.tools.base import ProgressCallback, error_result, unknown_tool
 from agent_server.tools.patterns import compile_pattern
-from agent_server.types import ContentPart, ImagePart, TextPart, ToolResult, ToolSpec
+from agent_server.types import ContentPart, ImagePart, TextPart, ToolCall, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -59,56 +61,51 @@ _IMAGE_MAGIC = {
 _Output = tuple[list[ContentPart], dict[str, Any]]
 
 
-def _schema(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
-def _prop(kind: str, description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": kind, "description": description, **extra}
-
-
 _PATH_HELP = "Path relative to the workspace root (an absolute path inside the workspace also works)."
+
+
+class ReadFileArguments(ToolArguments):
+    path: str = Field(description=_PATH_HELP)
+    offset: int = Field(1, ge=1, description="First line to return (1-based); default 1.")
+    limit: int | None = Field(None, ge=1, description="Maximum number of lines to return; default all.")
+
+
+class ListDirArguments(ToolArguments):
+    path: str = Field(".", description=_PATH_HELP)
+
+
+class SearchTextArguments(ToolArguments):
+    pattern: str = Field(description="Python regular expression (re module syntax), matched per line.")
+    path: str = Field(".", description="File or directory to search. " + _PATH_HELP)
+    glob: str | None = Field(None, description="Only search files whose name or relative path matches, e.g. '*.py'.")
+
+
+ARGUMENTS: dict[str, type[ToolArguments]] = {
+    "read_file": ReadFileArguments,
+    "list_dir": ListDirArguments,
+    "search_text": SearchTextArguments,
+}
+"""Each tool's arguments: the schema in `SPECS` and the validation of a call both come from these."""
+_DESCRIPTIONS = {
+    "read_file": (
+        "Read a text file from the workspace and return its exact text (no line numbers). "
+        "Use offset/limit to read part of a large file; output beyond the size limit is cut with a "
+        "note. PNG, JPEG, GIF and WebP images are returned as images. Other binary files are refused."
+    ),
+    "list_dir": (
+        "List a workspace directory: entries sorted by name, directories marked with a trailing '/', "
+        "files with their size in bytes."
+    ),
+    "search_text": (
+        "Search text files under a workspace path (recursively) for a Python regular expression, "
+        "line by line (each line in its first 10000 characters). Returns 'path:LINE: text' lines. Skips "
+        ".git, .agent_server, node_modules, .venv, binary files and files over the size limit. A search "
+        "has a time limit: avoid patterns that backtrack heavily, such as nested repeats."
+    ),
+}
 SPECS: dict[str, ToolSpec] = {
-    spec.name: spec
-    for spec in (
-        ToolSpec(
-            name="read_file",
-            description=(
-                "Read a text file from the workspace and return its exact text (no line numbers). "
-                "Use offset/limit to read part of a large file; output beyond the size limit is cut with a "
-                "note. PNG, JPEG, GIF and WebP images are returned as images. Other binary files are refused."
-            ),
-            input_schema=_schema(
-                ["path"],
-                path=_prop("string", _PATH_HELP),
-                offset=_prop("integer", "First line to return (1-based); default 1.", minimum=1),
-                limit=_prop("integer", "Maximum number of lines to return; default all.", minimum=1),
-            ),
-        ),
-        ToolSpec(
-            name="list_dir",
-            description=(
-                "List a workspace directory: entries sorted by name, directories marked with a trailing '/', "
-                "files with their size in bytes."
-            ),
-            input_schema=_schema([], path=_prop("string", _PATH_HELP, default=".")),
-        ),
-        ToolSpec(
-            name="search_text",
-            description=(
-                "Search text files under a workspace path (recursively) for a Python regular expression, "
-                "line by line (each line in its first 10000 characters). Returns 'path:LINE: text' lines. Skips "
-                ".git, .agent_server, node_modules, .venv, binary files and files over the size limit. A search "
-                "has a time limit: avoid patterns that backtrack heavily, such as nested repeats."
-            ),
-            input_schema=_schema(
-                ["pattern"],
-                pattern=_prop("string", "Python regular expression (re module syntax), matched per line."),
-                path=_prop("string", "File or directory to search. " + _PATH_HELP, default="."),
-                glob=_prop("string", "Only search files whose name or relative path matches, e.g. '*.py'."),
-            ),
-        ),
-    )
+    name: ToolSpec(name=name, description=description, input_schema=input_schema(ARGUMENTS[name]))
+    for name, description in _DESCRIPTIONS.items()
 }
 
 
@@ -127,7 +124,8 @@ class WorkspaceToolset:
         self._read_max = read_max_bytes
         self._max_matches = search_max_matches
         self._search_timeout_s = search_timeout_s
-        self._handlers: dict[str, Callable[[dict[str, Any]], _Output]] = {
+        # Any: each handler takes its own tool's arguments model (`ARGUMENTS`).
+        self._handlers: dict[str, Callable[[Any], _Output]] = {
             "read_file": self._read_file,
             "list_dir": self._list_dir,
             "search_text": self._search_text,
@@ -136,25 +134,19 @@ class WorkspaceToolset:
     async def list_tools(self) -> list[ToolSpec]:
         return list(SPECS.values())
 
-    async def call_tool(
-        self,
-        call_id: str,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        on_progress: ProgressCallback | None = None,
-    ) -> ToolResult:
-        spec = SPECS.get(name)
-        if spec is None:
-            return _error(call_id, name, f"unknown tool {name!r}")
+    async def call_tool(self, call: ToolCall, *, on_progress: ProgressCallback | None = None) -> ToolResult:
+        arguments = ARGUMENTS.get(call.name)
+        if arguments is None:
+            return unknown_tool(call)
+        handler = self._handlers[call.name]
         try:
-            args = _check_arguments(spec, arguments)
-            content, structured = await anyio.to_thread.run_sync(self._handlers[name], args, abandon_on_cancel=True)
+            args = parse_arguments(call.name, arguments, call.arguments)
+            content, structured = await anyio.to_thread.run_sync(handler, args, abandon_on_cancel=True)
         except ToolFailure as exc:
-            return _error(call_id, name, exc.message)
+            return error_result(call, exc.message)
         except OSError as exc:
-            return _error(call_id, name, f"{name} failed: {self._describe_os_error(exc)}")
-        return ToolResult(call_id=call_id, name=name, content=content, structured=structured)
+            return error_result(call, f"{call.name} failed: {self._describe_os_error(exc)}")
+        return ToolResult(call_id=call.id, name=call.name, content=content, structured=structured)
 
     def _resolve(self, raw: str) -> Path:
         """The real path `raw` leads to; ToolFailure when it is outside the workspace."""
@@ -180,8 +172,8 @@ class WorkspaceToolset:
             return f"{self._rel(Path(exc.filename))!r}: {reason}"
         return reason
 
-    def _read_file(self, args: dict[str, Any]) -> _Output:
-        raw: str = args["path"]
+    def _read_file(self, args: ReadFileArguments) -> _Output:
+        raw = args.path
         path = self._resolve(raw)
         size = _regular_file_size(raw, path)
         base: dict[str, Any] = {"path": self._rel(path), "size": size}
@@ -191,9 +183,9 @@ class WorkspaceToolset:
             if mime is not None:
                 return self._image_output(raw, handle, base, mime)
             handle.seek(0)
-            offset: int = args.get("offset", 1)
+            offset = args.offset
             skipped = _skip_lines(handle, offset - 1)
-            data, lines, truncated = _take_lines(handle, args.get("limit"), self._read_max)
+            data, lines, truncated = _take_lines(handle, args.limit, self._read_max)
         if b"\x00" in head or b"\x00" in data:
             raise ToolFailure(f"{raw!r} is a binary file ({size} bytes); read_file reads text and images only")
         if offset > 1 and lines == 0:
@@ -217,8 +209,8 @@ class WorkspaceToolset:
         ]
         return content, {**base, "lines_returned": 0, "truncated": False, "mime_type": mime}
 
-    def _list_dir(self, args: dict[str, Any]) -> _Output:
-        raw: str = args.get("path", ".")
+    def _list_dir(self, args: ListDirArguments) -> _Output:
+        raw = args.path
         path = self._resolve(raw)
         if not path.exists():
             raise ToolFailure(f"directory not found: {raw!r}")
@@ -254,14 +246,14 @@ class WorkspaceToolset:
             return {**described, "type": "file", "size": info.st_size}
         return {**described, "type": "other"}
 
-    def _search_text(self, args: dict[str, Any]) -> _Output:
-        pattern: str = args["pattern"]
+    def _search_text(self, args: SearchTextArguments) -> _Output:
+        pattern = args.pattern
         compiled = compile_pattern(pattern)
-        raw: str = args.get("path", ".")
+        raw = args.path
         root = self._resolve(raw)
         if not root.exists():
             raise ToolFailure(f"path not found: {raw!r}")
-        glob: str | None = args.get("glob")
+        glob = args.glob
         found = list(itertools.islice(self._matches(compiled, root, glob), self._max_matches + 1))
         capped = len(found) > self._max_matches
         found = found[: self._max_matches]
@@ -335,32 +327,6 @@ class WorkspaceToolset:
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def _error(call_id: str, name: str, message: str) -> ToolResult:
-    return ToolResult(call_id=call_id, name=name, is_error=True, content=[TextPart(text=message)])
-
-
-def _check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The arguments with nulls dropped; ToolFailure naming the first problem."""
-    properties: dict[str, Any] = spec.input_schema["properties"]
-    unknown = sorted(set(arguments) - set(properties))
-    if unknown:
-        raise ToolFailure(f"{spec.name} got unknown argument(s) {', '.join(unknown)}; it takes {', '.join(properties)}")
-    args = {key: value for key, value in arguments.items() if value is not None}
-    for key in spec.input_schema["required"]:
-        if key not in args:
-            raise ToolFailure(f"{spec.name} is missing the required argument {key!r}")
-    for key, value in args.items():
-        rule: dict[str, Any] = properties[key]
-        if rule["type"] == "string" and not isinstance(value, str):
-            raise ToolFailure(f"argument {key!r} must be a string, got {type(value).__name__}")
-        if rule["type"] == "integer":
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ToolFailure(f"argument {key!r} must be an integer, got {type(value).__name__}")
-            if value < rule.get("minimum", value):
-                raise ToolFailure(f"argument {key!r} must be at least {rule['minimum']}, got {value}")
-    return args
 
 
 def _regular_file_size(raw: str, path: Path) -> int:

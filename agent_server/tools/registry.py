@@ -1,41 +1,104 @@
-"""The tool registry: merges toolsets into one `Toolset` and routes each call to its owner.
+"""The tool registry: the toolsets merged into one, and the one place a call is run.
 
 Tool names are unique across toolsets: when two offer the same name, the earlier toolset keeps it
 and the later one's tool is dropped (listed by `dropped()` with the reason, logged once), so one
 clash never disables the other tools. The merge is redone by every `list_tools()` (toolsets such
-as mounts gain tools while running); `call_tool` routes by the last merge and merges again once
-before calling a name unknown.
-A toolset that raises instead of returning an error result is a bug: the call becomes an error
-result for the model and the traceback goes to the log. Cancellation always propagates.
+as mounts gain tools while running), and that listing resolves each offered name to the toolset that
+runs it (through the merge and any filter, see `RoutesTools`): a call goes straight there. A name the
+last listing did not offer makes the registry list once more (a tool that appeared since, or no
+listing yet) before it answers the call as an unknown tool.
+
+`ToolRegistry.call_tool` is where a call is timed (`ToolResult.duration_s`), where an unknown name is
+answered and where a toolset that raises instead of returning an error result (a bug) becomes an
+error result for the model, with the traceback in the log. Cancellation always propagates.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import copy
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import anyio
 
-from agent_server.tools.base import DropsTools, ProgressCallback, Toolset
-from agent_server.types import DroppedTool, TextPart, ToolResult, ToolSpec
+from agent_server.tools.base import DropsTools, ProgressCallback, RoutesTools, Toolset, error_result, unknown_tool
+from agent_server.tools.wrappers import FilteredToolset
+from agent_server.types import DroppedTool, ToolCall, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
 
 class ToolRegistry:
-    """Several toolsets seen as one. Implements `Toolset`."""
+    """Several toolsets seen as one, run safely. Implements `Toolset`; see the module docstring."""
+
+    def __init__(self, toolsets: Sequence[Toolset]) -> None:
+        self._combined = CombinedToolset(toolsets)
+        self._offered: Toolset = self._combined
+        self._routes: dict[str, Toolset] = {}
+
+    async def list_tools(self) -> list[ToolSpec]:
+        specs = await self._offered.list_tools()
+        self._routes = {spec.name: _owner(self._offered, spec.name) for spec in specs}
+        return specs
+
+    async def refresh(self) -> list[ToolSpec]:
+        """The same as `list_tools()`: merge the toolsets' current tools again."""
+        return await self.list_tools()
+
+    def dropped(self) -> list[DroppedTool]:
+        """The tools left out of the last merge (by the merge or by a toolset), with the reasons."""
+        return self._combined.dropped()
+
+    def filtered(self, patterns: Sequence[str] | None) -> ToolRegistry:
+        """A registry offering only the tools whose names match one of the fnmatch globs (None: all).
+
+        It shares this registry's toolsets and merge (so `dropped()` is the same for both).
+        """
+        view = copy.copy(self)
+        view._offered = FilteredToolset(self._combined, None if patterns is None else tuple(patterns))
+        view._routes = {}
+        return view
+
+    async def call_tool(self, call: ToolCall, *, on_progress: ProgressCallback | None = None) -> ToolResult:
+        owner = self._routes.get(call.name)
+        if owner is None:
+            await self.list_tools()
+            owner = self._routes.get(call.name)
+        if owner is None:
+            return unknown_tool(call)
+        started = time.perf_counter()
+        try:
+            result = await owner.call_tool(call, on_progress=on_progress)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            logger.exception("tool %r (call %s) raised instead of returning an error result", call.name, call.id)
+            message = f"tool {call.name!r} failed with an internal error ({type(exc).__name__}); see the server log"
+            result = error_result(call, message)
+        return result.model_copy(update={"duration_s": time.perf_counter() - started})
+
+
+def _owner(toolset: Toolset, name: str) -> Toolset:
+    """The toolset that really runs `name`, found through merges and filters."""
+    while isinstance(toolset, RoutesTools):
+        inner = toolset.route(name)
+        if inner is None:
+            break
+        toolset = inner
+    return toolset
+
+
+class CombinedToolset:
+    """Several toolsets as one: names merged in order, a clashing later name dropped. Implements `Toolset`."""
 
     def __init__(self, toolsets: Sequence[Toolset]) -> None:
         self._toolsets = list(toolsets)
         self._routes: dict[str, Toolset] = {}
-        self._specs: list[ToolSpec] = []
         self._dropped: list[DroppedTool] = []
 
-    async def refresh(self) -> list[ToolSpec]:
-        """Merge the toolsets' current tools; a name offered again by a later toolset is dropped there."""
+    async def list_tools(self) -> list[ToolSpec]:
+        """Merge the toolsets' current tools and route each name to its owner."""
         routes: dict[str, Toolset] = {}
         owners: dict[str, ToolSpec] = {}
         dropped: list[DroppedTool] = []
@@ -51,76 +114,20 @@ class ToolRegistry:
             if isinstance(toolset, DropsTools):
                 dropped += toolset.dropped()
         _log_new(self._dropped, dropped)
-        self._routes, self._specs, self._dropped = routes, list(owners.values()), dropped
-        return list(self._specs)
+        self._routes, self._dropped = routes, dropped
+        return list(owners.values())
 
     def dropped(self) -> list[DroppedTool]:
-        """The tools left out of the last merge (by this registry or by a toolset), with the reasons."""
         return list(self._dropped)
 
-    async def list_tools(self) -> list[ToolSpec]:
-        return await self.refresh()
+    def route(self, name: str) -> Toolset | None:
+        return self._routes.get(name)
 
-    async def call_tool(
-        self,
-        call_id: str,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        on_progress: ProgressCallback | None = None,
-    ) -> ToolResult:
-        started = time.perf_counter()
-        result = await self._dispatch(call_id, name, arguments, on_progress)
-        return result.model_copy(update={"duration_s": time.perf_counter() - started})
-
-    def filtered(self, patterns: Sequence[str] | None) -> Toolset:
-        """A view offering only the tools whose names match one of the fnmatch globs (None: all)."""
-        return _FilteredView(self, None if patterns is None else tuple(patterns))
-
-    async def _dispatch(
-        self, call_id: str, name: str, arguments: dict[str, Any], on_progress: ProgressCallback | None
-    ) -> ToolResult:
-        toolset = self._routes.get(name)
-        if toolset is None:
-            await self.refresh()
-            toolset = self._routes.get(name)
-        if toolset is None:
-            return error_result(call_id, name, f"unknown tool {name!r}")
-        try:
-            return await toolset.call_tool(call_id, name, arguments, on_progress=on_progress)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:
-            logger.exception("tool %r (call %s) raised instead of returning an error result", name, call_id)
-            return error_result(
-                call_id, name, f"tool {name!r} failed with an internal error ({type(exc).__name__}); see the server log"
-            )
-
-
-class _FilteredView:
-    """The registry's tools whose names match any of `patterns` (None: every tool). Implements `Toolset`."""
-
-    def __init__(self, registry: ToolRegistry, patterns: tuple[str, ...] | None) -> None:
-        self._registry = registry
-        self._patterns = patterns
-
-    def allows(self, name: str) -> bool:
-        return self._patterns is None or any(fnmatch.fnmatchcase(name, pattern) for pattern in self._patterns)
-
-    async def list_tools(self) -> list[ToolSpec]:
-        return [spec for spec in await self._registry.list_tools() if self.allows(spec.name)]
-
-    async def call_tool(
-        self,
-        call_id: str,
-        name: str,
-        arguments: dict[str, Any],
-        *,
-        on_progress: ProgressCallback | None = None,
-    ) -> ToolResult:
-        if not self.allows(name):
-            return error_result(call_id, name, f"unknown tool {name!r}")
-        return await self._registry.call_tool(call_id, name, arguments, on_progress=on_progress)
+    async def call_tool(self, call: ToolCall, *, on_progress: ProgressCallback | None = None) -> ToolResult:
+        owner = self._routes.get(call.name)
+        if owner is None:
+            return unknown_tool(call)
+        return await owner.call_tool(call, on_progress=on_progress)
 
 
 def _log_new(before: list[DroppedTool], now: list[DroppedTool]) -> None:
@@ -128,8 +135,3 @@ def _log_new(before: list[DroppedTool], now: list[DroppedTool]) -> None:
     for tool in now:
         if tool not in before:
             logger.warning("tool %r (%s) is not offered to the model: %s", tool.name, tool.source, tool.reason)
-
-
-def error_result(call_id: str, name: str, message: str) -> ToolResult:
-    """A failed call as the model sees it."""
-    return ToolResult(call_id=call_id, name=name, is_error=True, content=[TextPart(text=message)])

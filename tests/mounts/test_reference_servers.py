@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from agent_server.mounts.config import MountConfig, parse_mcp_servers
-from agent_server.types import ImagePart, ToolResult
+from agent_server.types import ImagePart, ToolCall, ToolResult
 from tests.unit.mounts.helpers import Progress, alive, mounted, poll_until
 
 pytestmark = pytest.mark.anyio
@@ -39,12 +39,14 @@ async def test_filesystem_server_lists_a_directory(filesystem_server: Path, root
         assert {"fs__list_directory", "fs__read_text_file"} <= tools.keys()
         assert tools["fs__list_directory"].source == "mcp:fs"
         assert "path" in tools["fs__list_directory"].input_schema["properties"]
-        listing = await manager.call_tool("c1", "fs__list_directory", {"path": str(root)})
+        listing = await manager.call_tool(ToolCall(id="c1", name="fs__list_directory", arguments={"path": str(root)}))
         assert not listing.is_error, listing
         assert "[FILE] notes.txt" in listing.text() and "[DIR] src" in listing.text()
-        content = await manager.call_tool("c2", "fs__read_text_file", {"path": str(root / "notes.txt")})
+        content = await manager.call_tool(
+            ToolCall(id="c2", name="fs__read_text_file", arguments={"path": str(root / "notes.txt")})
+        )
         assert "remember the milk" in content.text()
-        outside = await manager.call_tool("c3", "fs__list_directory", {"path": "/"})
+        outside = await manager.call_tool(ToolCall(id="c3", name="fs__list_directory", arguments={"path": "/"}))
         assert outside.is_error  # the server's own refusal is data for the model
 
 
@@ -56,15 +58,18 @@ async def test_everything_server_progress_images_and_structured_content(everythi
         progress = Progress()
         started = time.perf_counter()
         result = await manager.call_tool(
-            "c1", "everything__trigger-long-running-operation", {"duration": 1, "steps": 5}, on_progress=progress
+            ToolCall(id="c1", name="everything__trigger-long-running-operation", arguments={"duration": 1, "steps": 5}),
+            on_progress=progress,
         )
         assert not result.is_error and "Long running operation completed" in result.text()
         assert progress.updates[-1] == (5, 5, None)
         assert [p for p, _, _ in progress.updates] == [1, 2, 3, 4, 5]  # 0.2 s apart: each one forwarded
         assert time.perf_counter() - started >= 1
-        image = await manager.call_tool("c2", "everything__get-tiny-image", {})
+        image = await manager.call_tool(ToolCall(id="c2", name="everything__get-tiny-image", arguments={}))
         assert any(isinstance(part, ImagePart) and part.mime_type == "image/png" for part in image.content)
-        structured = await manager.call_tool("c3", "everything__get-structured-content", {"location": "New York"})
+        structured = await manager.call_tool(
+            ToolCall(id="c3", name="everything__get-structured-content", arguments={"location": "New York"})
+        )
         assert structured.structured is not None and "temperature" in structured.structured
 
 
@@ -104,7 +109,7 @@ async def test_everything_server_over_streamable_http_killed_mid_call_and_back(
     config = MountConfig(name="web", url=url, timeout_s=30)
     async with everything_over_http(everything_server, free_tcp_port) as pid, mounted([config]) as manager:
         assert manager.states()[0]["state"] == "ready"
-        echo = await manager.call_tool("c1", "web__echo", {"message": "over http"})
+        echo = await manager.call_tool(ToolCall(id="c1", name="web__echo", arguments={"message": "over http"}))
         assert "over http" in echo.text()
         progress, results = Progress(), list[ToolResult]()
         killed_at = 0.0
@@ -112,7 +117,10 @@ async def test_everything_server_over_streamable_http_killed_mid_call_and_back(
         async def long_call() -> None:
             results.append(
                 await manager.call_tool(
-                    "c2", "web__trigger-long-running-operation", {"duration": 20, "steps": 40}, on_progress=progress
+                    ToolCall(
+                        id="c2", name="web__trigger-long-running-operation", arguments={"duration": 20, "steps": 40}
+                    ),
+                    on_progress=progress,
                 )
             )
 
@@ -129,6 +137,6 @@ async def test_everything_server_over_streamable_http_killed_mid_call_and_back(
         assert not alive(pid)
 
         async with everything_over_http(everything_server, free_tcp_port):
-            back = await manager.call_tool("c3", "web__echo", {"message": "again"})
+            back = await manager.call_tool(ToolCall(id="c3", name="web__echo", arguments={"message": "again"}))
             assert not back.is_error and "again" in back.text()
             assert manager.states()[0]["state"] == "ready"

@@ -17,7 +17,7 @@ import pytest
 from agent_server.errors import ToolFailure
 from agent_server.mounts.config import MountConfig
 from agent_server.mounts.toolset import MountManager
-from agent_server.types import ToolResult
+from agent_server.types import ToolCall, ToolResult
 from tests.fakes import mcp_echo
 from tests.unit.mounts.helpers import (
     ECHO,
@@ -40,17 +40,23 @@ ENVIRON = {"PATH": os.environ["PATH"], "HOME": "/home/agent", "SECRET_TOKEN": "d
 async def test_stdio_calls_progress_cancel_then_killed_mid_call_and_restarted(tmp_path: Path) -> None:
     config = echo_stdio("echo", timeout_s=20, env={"MINE": "1"})
     async with mounted([config], environ=ENVIRON) as manager:
-        env = await manager.call_tool("c1", "echo__env", {"names": ["PATH", "HOME", "SECRET_TOKEN", "MINE"]})
+        env = await manager.call_tool(
+            ToolCall(id="c1", name="echo__env", arguments={"names": ["PATH", "HOME", "SECRET_TOKEN", "MINE"]})
+        )
         assert env.structured == {"PATH": ENVIRON["PATH"], "HOME": "/home/agent", "SECRET_TOKEN": None, "MINE": "1"}
 
         progress = Progress()
-        burst = await manager.call_tool("c2", "echo__burst", {"n": 5000}, on_progress=progress)
+        burst = await manager.call_tool(
+            ToolCall(id="c2", name="echo__burst", arguments={"n": 5000}), on_progress=progress
+        )
         assert burst.text() == "5000" and progress.updates[-1] == (5000.0, 5000.0, "tick 5000")
         assert len(progress.updates) < 50
 
         cancelled = tmp_path / "cancelled"
         with anyio.move_on_after(0.3):
-            await manager.call_tool("c3", "echo__sleep", {"seconds": 30, "marker": str(cancelled)})
+            await manager.call_tool(
+                ToolCall(id="c3", name="echo__sleep", arguments={"seconds": 30, "marker": str(cancelled)})
+            )
         await poll_until(lambda: written(cancelled) == "cancelled")  # notifications/cancelled reached the server
 
         await kill_mid_call_then_restart(manager, tmp_path / "started")
@@ -63,7 +69,7 @@ async def kill_mid_call_then_restart(manager: MountManager, started: Path) -> No
     results: list[ToolResult] = []
 
     async def call(call_id: str, tool: str, arguments: dict[str, Any]) -> None:
-        results.append(await manager.call_tool(call_id, tool, arguments))
+        results.append(await manager.call_tool(ToolCall(id=call_id, name=tool, arguments=arguments)))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(call, "c4", "echo__sleep", {"seconds": 30, "started": str(started)})
@@ -106,16 +112,18 @@ async def test_a_crash_names_its_status_and_stderr_and_a_failing_restart_stays_f
     caplog.set_level(logging.INFO, logger="agent_server.mounts.stderr")
     config = MountConfig(name="flaky", command=sys.executable, args=[str(script), "--hello"], timeout_s=10)
     async with mounted([config]) as manager:
-        crashed = await manager.call_tool("c1", "flaky__crash", {"code": 3})
+        crashed = await manager.call_tool(ToolCall(id="c1", name="flaky__crash", arguments={"code": 3}))
         assert crashed.is_error
         assert "exited with status 3" in crashed.text() and "crashing on purpose" in crashed.text()
 
         break_script(script)
         started = time.perf_counter()
-        refused = await manager.call_tool("c2", "flaky__echo", {"text": "x"})
+        refused = await manager.call_tool(ToolCall(id="c2", name="flaky__echo", arguments={"text": "x"}))
         assert refused.is_error and "failed to restart" in refused.text()
         assert "exited with status 7" in refused.text() and "broken on purpose" in refused.text()
-        again = await manager.call_tool("c3", "flaky__echo", {"text": "x"})  # backoff, one more attempt
+        again = await manager.call_tool(
+            ToolCall(id="c3", name="flaky__echo", arguments={"text": "x"})
+        )  # backoff, one more attempt
         assert again.is_error and "status 7" in again.text()
         assert time.perf_counter() - started < 5
         (state,) = manager.states()
@@ -136,7 +144,9 @@ async def test_a_missing_command_fails_with_the_reason_and_the_others_work() -> 
         assert echo["state"] == "ready"
         assert manager.unavailable() == [("ghost", ghost["error"])]
         assert {t.source for t in await manager.list_tools()} == {"mcp:echo"}
-        assert (await manager.call_tool("c", "echo__echo", {"text": "fine"})).text() == "fine"
+        assert (
+            await manager.call_tool(ToolCall(id="c", name="echo__echo", arguments={"text": "fine"}))
+        ).text() == "fine"
         with pytest.raises(ToolFailure, match="failed to restart: cannot start"):  # one attempt per call
             await manager.connections["ghost"].call_tool("anything", {})
 
@@ -191,13 +201,19 @@ async def test_a_line_over_the_limit_fails_that_server_cleanly_and_a_restart_wor
     megabytes = MAX_LINE_BYTES // (1 << 20) + 4
     async with mounted([config, in_process("echo")], {"echo": mcp_echo.build()}) as manager:
         with anyio.fail_after(60):
-            flooded = await manager.call_tool("c1", "flood__flood", {"megabytes": megabytes})
+            flooded = await manager.call_tool(
+                ToolCall(id="c1", name="flood__flood", arguments={"megabytes": megabytes})
+            )
         limit = f"the server wrote a line longer than {MAX_LINE_BYTES} bytes (the limit of one message)"
         assert flooded.is_error and limit in flooded.text(), flooded.text()
         flood, echo = manager.states()
         assert flood["state"] == "failed" and limit in (flood["error"] or "")
         assert echo["state"] == "ready"  # the other server is untouched
-        assert (await manager.call_tool("c2", "echo__echo", {"text": "still here"})).text() == "still here"
+        assert (
+            await manager.call_tool(ToolCall(id="c2", name="echo__echo", arguments={"text": "still here"}))
+        ).text() == "still here"
         with anyio.fail_after(30):
-            again = await manager.call_tool("c3", "flood__ping", {})  # the next call restarts the server
+            again = await manager.call_tool(
+                ToolCall(id="c3", name="flood__ping", arguments={})
+            )  # the next call restarts the server
         assert (again.is_error, again.text()) == (False, "ok")

@@ -12,6 +12,7 @@ import pytest
 import uvicorn
 
 from agent_server.mounts.config import MountConfig, parse_mcp_servers
+from agent_server.types import ToolCall
 from tests.fakes import mcp_echo
 from tests.unit.mounts.helpers import Progress, mounted, poll_until
 
@@ -37,10 +38,12 @@ async def test_http_mount_sends_headers_and_relays_progress(mode: str, free_tcp_
         async with mounted(configs, mode=mode) as manager:
             (state,) = manager.states()
             assert (state["transport"], state["state"]) == ("http", "ready")
-            header = await manager.call_tool("c1", "web__header", {"name": "authorization"})
+            header = await manager.call_tool(ToolCall(id="c1", name="web__header", arguments={"name": "authorization"}))
             assert header.text() == "Bearer s3cret"
             progress = Progress()
-            slow = await manager.call_tool("c2", "web__slow", {"steps": 2, "delay": 0.12}, on_progress=progress)
+            slow = await manager.call_tool(
+                ToolCall(id="c2", name="web__slow", arguments={"steps": 2, "delay": 0.12}), on_progress=progress
+            )
             assert slow.text() == "done 2 steps"
             assert progress.updates == [(1, 2, "step 1/2"), (2, 2, "step 2/2")]
 
@@ -68,18 +71,22 @@ async def test_a_server_that_went_away_is_reconnected_by_the_next_call(free_tcp_
         first, first_stopped = anyio.Event(), anyio.Event()
         await servers.start(serve, free_tcp_port, first, first_stopped)
         async with mounted([config]) as manager:
-            assert (await manager.call_tool("c1", "web__echo", {"text": "one"})).text() == "one"
+            assert (
+                await manager.call_tool(ToolCall(id="c1", name="web__echo", arguments={"text": "one"}))
+            ).text() == "one"
             first.set()
             with anyio.fail_after(10):
                 await first_stopped.wait()
                 state = manager.connections["web"]
                 while state.state == "ready":  # the transport notices the server's end by itself...
-                    down = await manager.call_tool("c2", "web__echo", {"text": "two"})  # ...or a call does
+                    down = await manager.call_tool(
+                        ToolCall(id="c2", name="web__echo", arguments={"text": "two"})
+                    )  # ...or a call does
                     assert down.is_error
             assert manager.states()[0]["state"] == "failed"
             second = anyio.Event()
             await servers.start(serve, free_tcp_port, second, anyio.Event())
-            back = await manager.call_tool("c3", "web__echo", {"text": "three"})
+            back = await manager.call_tool(ToolCall(id="c3", name="web__echo", arguments={"text": "three"}))
             assert (back.is_error, back.text()) == (False, "three")
             assert manager.states()[0]["state"] == "ready"
             second.set()

@@ -9,7 +9,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from agent_server.mounts.toolset import to_tool_result
-from agent_server.types import ImagePart, TextPart
+from agent_server.types import ImagePart, TextPart, ToolCall
 from tests.unit.mounts.helpers import in_process, mounted
 
 LIMIT = 4096
@@ -68,6 +68,6 @@ async def test_a_mounted_call_is_capped_by_the_managers_setting() -> None:
         return "y" * size
 
     async with mounted([in_process("big")], {"big": server}, result_max_bytes=LIMIT) as manager:
-        out = await manager.call_tool("c1", "big__flood", {"size": 5_000_000})
+        out = await manager.call_tool(ToolCall(id="c1", name="big__flood", arguments={"size": 5_000_000}))
     assert not out.is_error
     assert sum(len(t) for t in texts(out.content)) < LIMIT + 200

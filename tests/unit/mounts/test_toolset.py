@@ -11,7 +11,7 @@ import pytest
 
 from agent_server.errors import ConfigError
 from agent_server.mounts.toolset import MountManager
-from agent_server.types import DroppedTool, ImagePart, TextPart
+from agent_server.types import DroppedTool, ImagePart, TextPart, ToolCall
 from tests.fakes import mcp_echo, mcp_listed, mcp_paged
 from tests.fakes.mcp_listed import tool
 from tests.unit.mounts.helpers import Progress, in_process, mounted, poll_until, written
@@ -53,10 +53,10 @@ async def test_tools_are_prefixed_filtered_and_described(mode: str) -> None:
         assert (add.description, add.source) == ("Add two integers", "mcp:echo")
         assert add.input_schema["properties"].keys() == {"a", "b"}
         assert manager.states()[0]["tool_count"] == 3
-        result = await manager.call_tool("c1", "e_x__add", {"a": 2, "b": 3})
+        result = await manager.call_tool(ToolCall(id="c1", name="e_x__add", arguments={"a": 2, "b": 3}))
         assert (result.is_error, result.text(), result.structured) == (False, "5", {"result": 5})
         for hidden in ("e_x__env", "e_x__crash", "echo__echo"):
-            refused = await manager.call_tool("c2", hidden, {})
+            refused = await manager.call_tool(ToolCall(id="c2", name=hidden, arguments={}))
             assert refused.is_error and f"unknown tool {hidden!r}" in refused.text()
 
 
@@ -66,23 +66,23 @@ async def test_paginated_tool_lists_are_read_whole(mode: str) -> None:
         tools = await manager.list_tools()
         assert [t.name for t in tools] == [f"paged__t{i}" for i in range(5)]
         assert tools[4].description == "Tool 4"  # the title when there is no description
-        result = await manager.call_tool("c", "paged__t4", {"x": 7})
+        result = await manager.call_tool(ToolCall(id="c", name="paged__t4", arguments={"x": 7}))
         assert result.text() == "t4:7"
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_results_keep_text_images_structured_content_and_errors(mode: str) -> None:
     async with mounted([in_process("echo")], {"echo": mcp_echo.build()}, mode=mode) as manager:
-        image = await manager.call_tool("c1", "echo__image", {})
+        image = await manager.call_tool(ToolCall(id="c1", name="echo__image", arguments={}))
         assert image.content == [
             TextPart(text="a red dot"),
             ImagePart(data=mcp_echo.TINY_PNG, mime_type="image/png"),
         ]
         assert image.structured == {"width": 1, "height": 1}
         assert (image.call_id, image.name, image.is_error) == ("c1", "echo__image", False)
-        failed = await manager.call_tool("c2", "echo__fail", {"message": "no such file"})
+        failed = await manager.call_tool(ToolCall(id="c2", name="echo__fail", arguments={"message": "no such file"}))
         assert failed.is_error and "no such file" in failed.text()
-        invalid = await manager.call_tool("c3", "echo__add", {"a": "x"})
+        invalid = await manager.call_tool(ToolCall(id="c3", name="echo__add", arguments={"a": "x"}))
         assert invalid.is_error  # the server's own argument validation, as data
 
 
@@ -99,8 +99,8 @@ async def test_tools_whose_names_clash_after_sanitising_are_dropped_the_rest_sti
                 reason="its tool 'a_b': the name is already taken by 'mcp:h' (its tool 'a.b')",
             )
         ]
-        assert (await manager.call_tool("c1", "h__a_b", {})).text() == "a.b"
-        assert (await manager.call_tool("c2", "h__other", {})).text() == "other"
+        assert (await manager.call_tool(ToolCall(id="c1", name="h__a_b", arguments={}))).text() == "a.b"
+        assert (await manager.call_tool(ToolCall(id="c2", name="h__other", arguments={}))).text() == "other"
         assert manager.states()[0]["tool_count"] == 2
 
 
@@ -114,8 +114,8 @@ async def test_nested_prefixes_drop_only_the_later_servers_clashing_tool() -> No
         (dropped,) = manager.dropped()
         assert (dropped.name, dropped.source) == ("h__x__y", "mcp:b")
         assert "'mcp:a' (its tool 'x__y')" in dropped.reason
-        assert (await manager.call_tool("c1", "h__x__y", {})).text() == "x__y"
-        assert (await manager.call_tool("c2", "h__x__z", {})).text() == "z"
+        assert (await manager.call_tool(ToolCall(id="c1", name="h__x__y", arguments={}))).text() == "x__y"
+        assert (await manager.call_tool(ToolCall(id="c2", name="h__x__z", arguments={}))).text() == "z"
         assert [s["tool_count"] for s in manager.states()] == [1, 1]
 
 
@@ -146,7 +146,7 @@ async def test_a_tool_with_an_invalid_input_schema_is_dropped_with_the_reason(
         (dropped,) = manager.dropped()
         assert (dropped.name, dropped.source) == ("s__bad", "mcp:s")
         assert dropped.reason.startswith("its tool 'bad': its input schema ") and why in dropped.reason
-        refused = await manager.call_tool("c", "s__bad", {})
+        refused = await manager.call_tool(ToolCall(id="c", name="s__bad", arguments={}))
         assert refused.is_error and "unknown tool 's__bad'" in refused.text()
 
 
@@ -155,7 +155,9 @@ async def test_a_burst_of_progress_is_coalesced_and_ends_with_the_final_value(mo
     progress = Progress(delay=0.01)  # a slow consumer must not hold the connection up either
     async with mounted([in_process("echo")], {"echo": mcp_echo.build()}, mode=mode) as manager:
         started = time.perf_counter()
-        result = await manager.call_tool("c", "echo__burst", {"n": 5000}, on_progress=progress)
+        result = await manager.call_tool(
+            ToolCall(id="c", name="echo__burst", arguments={"n": 5000}), on_progress=progress
+        )
         elapsed = time.perf_counter() - started
     assert result.text() == "5000"
     assert progress.updates[-1] == (5000, 5000, "tick 5000")
@@ -167,7 +169,9 @@ async def test_a_burst_of_progress_is_coalesced_and_ends_with_the_final_value(mo
 async def test_spaced_progress_is_forwarded_live(mode: str) -> None:
     progress = Progress()
     async with mounted([in_process("echo")], {"echo": mcp_echo.build()}, mode=mode) as manager:
-        result = await manager.call_tool("c", "echo__slow", {"steps": 3, "delay": 0.15}, on_progress=progress)
+        result = await manager.call_tool(
+            ToolCall(id="c", name="echo__slow", arguments={"steps": 3, "delay": 0.15}), on_progress=progress
+        )
     assert result.text() == "done 3 steps"
     assert progress.updates == [(1, 3, "step 1/3"), (2, 3, "step 2/3"), (3, 3, "step 3/3")]
 
@@ -178,11 +182,11 @@ async def test_tools_list_changed_refreshes_the_tools(mode: str) -> None:
         connection = manager.connections["echo"]
         updated = connection.tools_updated
         assert "echo__extra" not in {t.name for t in await manager.list_tools()}
-        assert (await manager.call_tool("c1", "echo__grow", {})).text() == "grown"
+        assert (await manager.call_tool(ToolCall(id="c1", name="echo__grow", arguments={}))).text() == "grown"
         with anyio.fail_after(5):
             await updated.wait()
         assert "echo__extra" in {t.name for t in await manager.list_tools()}
-        assert (await manager.call_tool("c2", "echo__extra", {})).text() == "extra!"
+        assert (await manager.call_tool(ToolCall(id="c2", name="echo__extra", arguments={}))).text() == "extra!"
         assert manager.states()[0]["tool_count"] == 13
 
 
@@ -191,22 +195,26 @@ async def test_cancelling_the_outer_call_cancels_the_mounted_call(mode: str, tmp
     marker = tmp_path / "cancelled"
     async with mounted([in_process("echo")], {"echo": mcp_echo.build()}, mode=mode) as manager:
         with anyio.move_on_after(0.3) as scope:
-            await manager.call_tool("c", "echo__sleep", {"seconds": 30, "marker": str(marker)})
+            await manager.call_tool(
+                ToolCall(id="c", name="echo__sleep", arguments={"seconds": 30, "marker": str(marker)})
+            )
         assert scope.cancelled_caught
         await poll_until(lambda: written(marker) == "cancelled")  # the handler's cleanup runs in its own task
-        assert (await manager.call_tool("c2", "echo__echo", {"text": "still fine"})).text() == "still fine"
+        assert (
+            await manager.call_tool(ToolCall(id="c2", name="echo__echo", arguments={"text": "still fine"}))
+        ).text() == "still fine"
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_call_past_its_timeout_is_an_error_result(mode: str) -> None:
     async with mounted([in_process("echo", timeout_s=0.3)], {"echo": mcp_echo.build()}, mode=mode) as manager:
         started = time.perf_counter()
-        result = await manager.call_tool("c", "echo__sleep", {"seconds": 30})
+        result = await manager.call_tool(ToolCall(id="c", name="echo__sleep", arguments={"seconds": 30}))
         elapsed = time.perf_counter() - started
         assert result.is_error and "timed out" in result.text() and "0.3 s" in result.text()
         assert 0.25 < elapsed < 2
         assert manager.states()[0]["state"] == "ready"
-        assert (await manager.call_tool("c2", "echo__echo", {"text": "ok"})).text() == "ok"
+        assert (await manager.call_tool(ToolCall(id="c2", name="echo__echo", arguments={"text": "ok"}))).text() == "ok"
 
 
 async def test_run_in_a_task_group() -> None:
@@ -215,8 +223,8 @@ async def test_run_in_a_task_group() -> None:
         await tg.start(manager.run)
         with anyio.fail_after(10):
             await manager.wait_started()
-        assert (await manager.call_tool("c", "echo__echo", {"text": "hi"})).text() == "hi"
+        assert (await manager.call_tool(ToolCall(id="c", name="echo__echo", arguments={"text": "hi"}))).text() == "hi"
         tg.cancel_scope.cancel()
     assert manager.states()[0]["state"] == "stopped"
-    result = await manager.call_tool("c", "echo__echo", {"text": "hi"})
+    result = await manager.call_tool(ToolCall(id="c", name="echo__echo", arguments={"text": "hi"}))
     assert result.is_error  # after shutdown: its tools are gone

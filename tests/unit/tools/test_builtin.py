@@ -13,7 +13,7 @@ import anyio.to_thread
 import pytest
 
 from agent_server.tools.builtin import LIST_DIR_MAX_ENTRIES, WorkspaceToolset
-from agent_server.types import ImagePart, TextPart, ToolResult
+from agent_server.types import ImagePart, TextPart, ToolCall, ToolResult
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +43,7 @@ def tools(ws: Path) -> WorkspaceToolset:
 
 
 async def call(tools: WorkspaceToolset, name: str, **arguments: Any) -> ToolResult:
-    return await tools.call_tool("call_1", name, arguments)
+    return await tools.call_tool(ToolCall(id="call_1", name=name, arguments=arguments))
 
 
 def ok(result: ToolResult) -> ToolResult:
@@ -197,7 +197,7 @@ async def test_read_file_special_file_is_an_error_not_a_hang(ws: Path, tools: Wo
 async def test_bad_arguments_and_unknown_tools_are_error_results(
     tools: WorkspaceToolset, name: str, arguments: dict[str, Any], fragment: str
 ) -> None:
-    failed(await tools.call_tool("call_1", name, arguments), fragment)
+    failed(await tools.call_tool(ToolCall(id="call_1", name=name, arguments=arguments)), fragment)
 
 
 # --- confinement -------------------------------------------------------------------------------
