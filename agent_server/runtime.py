@@ -38,7 +38,7 @@ import anyio
 from agent_server.errors import ConfigError, InvalidArgument, SessionNotFound
 from agent_server.events import EventIds, EventSink
 from agent_server.llm.unavailable import CONFIGURE
-from agent_server.settings import Settings
+from agent_server.settings import OpenAIModel, SamplingModel, ScriptModel, Settings
 from agent_server.types import (
     CompactionRecord,
     DroppedTool,
@@ -456,31 +456,30 @@ def _unavailable_notes(mounts: MountManager) -> tuple[str, ...]:
 def fixed_llm(settings: Settings, environ: Mapping[str, str]) -> LLMClient | None:
     """The model the settings (or the environment) name, or None: each call then uses the caller's own.
 
-    `script:PATH` and `openai:MODEL` are built here; `sampling` (or no setting and no
+    A script or an OpenAI-compatible model is built here; `sampling` (or no setting and no
     `OPENAI_API_KEY`/`OPENAI_BASE_URL`) means the caller's model. With `OPENAI_API_KEY` or
     `OPENAI_BASE_URL` set and no `llm`, `openai` is the default and `AGENT_SERVER_MODEL` names the model.
 
     Raises:
-        ConfigError: an unknown provider, a bad script, or no model name.
+        ConfigError: a bad script, or no model name.
     """
-    spec = settings.llm
-    if spec is None and (environ.get("OPENAI_API_KEY") or environ.get("OPENAI_BASE_URL")):
+    choice = settings.llm
+    if choice is None and (environ.get("OPENAI_API_KEY") or environ.get("OPENAI_BASE_URL")):
         model = environ.get("AGENT_SERVER_MODEL")
         if not model:
             raise ConfigError(
                 "OPENAI_API_KEY/OPENAI_BASE_URL is set, so the model must be named: set AGENT_SERVER_MODEL"
             )
-        spec = f"openai:{model}"
-    if spec is None or spec == "sampling":
-        return None
-    kind, _, arg = spec.partition(":")
-    if kind == "script" and arg:
-        from agent_server.llm.scripted import ScriptedLLM
+        choice = OpenAIModel(model=model)
+    match choice:
+        case None | SamplingModel():
+            return None
+        case ScriptModel(path=path):
+            from agent_server.llm.scripted import ScriptedLLM
 
-        return ScriptedLLM.from_file(arg)
-    if kind == "openai":
-        return _openai(settings, arg or settings.openai.model, environ)
-    raise ConfigError(f"unknown --llm {spec!r}: expected script:PATH, openai:MODEL or sampling")
+            return ScriptedLLM.from_file(path)
+        case OpenAIModel(model=model):
+            return _openai(settings, model or settings.openai.model, environ)
 
 
 def _openai(settings: Settings, model: str | None, environ: Mapping[str, str]) -> LLMClient:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent_server.errors import ConfigError
 
@@ -62,6 +62,49 @@ class OpenAIOptions(BaseModel):
     `<tool_call>` tags) naming offered tools becomes those calls; for local models that do this."""
 
 
+class _Choice(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ScriptModel(_Choice):
+    """`script:PATH`: replay a JSON script of responses (tests, demos, CI)."""
+
+    kind: Literal["script"] = "script"
+    path: Path
+
+
+class OpenAIModel(_Choice):
+    """`openai:MODEL` (or `openai`, with `openai.model`): an OpenAI-compatible endpoint."""
+
+    kind: Literal["openai"] = "openai"
+    model: str | None = None
+    """None: `openai.model` names it."""
+
+
+class SamplingModel(_Choice):
+    """`sampling`: the connected client's own model (MCP sampling), where the connection allows."""
+
+    kind: Literal["sampling"] = "sampling"
+
+
+ModelChoice = Annotated[ScriptModel | OpenAIModel | SamplingModel, Field(discriminator="kind")]
+MODEL_SPECS = "script:PATH, openai:MODEL or sampling"
+
+
+def parse_model_spec(spec: object) -> object:
+    """`script:PATH`, `openai[:MODEL]` and `sampling` as a choice object; anything else is left to validation."""
+    if not isinstance(spec, str):
+        return spec
+    kind, _, arg = spec.partition(":")
+    if kind == "script" and arg:
+        return {"kind": "script", "path": arg}
+    if kind == "openai":
+        return {"kind": "openai", "model": arg or None}
+    if spec == "sampling":
+        return {"kind": "sampling"}
+    raise ValueError(f"unknown model {spec!r}: expected {MODEL_SPECS}")
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -69,8 +112,9 @@ class Settings(BaseModel):
     """Root the built-in tools are confined to, and where `.agent_server/prompts/` is read."""
     state_dir: Path | None = None
     """Where `state.db` lives; `<workspace>/.agent_server` when not set."""
-    llm: str | None = None
-    """`script:PATH` (deterministic replay); other providers come with their own issue."""
+    llm: ModelChoice | None = None
+    """The model: `script:PATH`, `openai:MODEL` or `sampling` (or the object form, e.g.
+    `{"kind": "openai", "model": "gpt-4.1-mini"}`); None: see `agent_server.runtime.fixed_llm`."""
     log_level: LogLevel = "INFO"
     system_prompt: str | None = None
     """Extra system prompt text, appended after the built-in default and the workspace prompt files."""
@@ -99,6 +143,11 @@ class Settings(BaseModel):
     """External MCP servers to mount, in the `mcpServers` format (validated when the server starts)."""
     mcp_config: Path | None = None
     """A Claude Desktop / Cursor / VS Code MCP config file whose servers are mounted as they are."""
+
+    @field_validator("llm", mode="before")
+    @classmethod
+    def _parse_llm(cls, value: object) -> object:
+        return parse_model_spec(value)
 
     @model_validator(mode="after")
     def _resolve_paths(self) -> Settings:
@@ -164,3 +213,5 @@ def _resolve_relative_to(values: dict[str, Any], base: Path) -> None:
     llm = values.get("llm")
     if isinstance(llm, str) and llm.startswith("script:"):
         values["llm"] = "script:" + str(base / llm.removeprefix("script:"))
+    elif isinstance(llm, dict) and llm.get("kind") == "script" and isinstance(llm.get("path"), str):  # pyright: ignore[reportUnknownMemberType]
+        values["llm"] = {**llm, "path": str(base / llm["path"])}  # pyright: ignore[reportUnknownArgumentType]

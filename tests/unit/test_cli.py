@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent_server.cli import EXIT_CONFIG, main
-from agent_server.settings import load_settings
+from agent_server.errors import ConfigError
+from agent_server.settings import OpenAIModel, SamplingModel, ScriptModel, load_settings
 
 
 def test_unknown_config_key_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,5 +45,18 @@ def test_flags_override_the_config_file_and_paths_are_relative_to_it(tmp_path: P
     settings = load_settings(config_file=config, overrides={"max_tool_passes": 7, "workspace": tmp_path})
     assert settings.max_tool_passes == 7
     assert settings.state_path == (tmp_path / "conf" / "state").resolve()
-    assert settings.llm == f"script:{tmp_path / 'conf' / 's.json'}"
+    assert settings.llm == ScriptModel(path=tmp_path / "conf" / "s.json")
     assert settings.workspace == tmp_path.resolve()
+
+
+def test_the_model_is_a_typed_choice_from_a_spec_or_an_object(tmp_path: Path) -> None:
+    config = tmp_path / "agent.json"
+    config.write_text('{"llm": {"kind": "script", "path": "s.json"}}')
+    assert load_settings(config_file=config).llm == ScriptModel(path=tmp_path / "s.json")
+    assert load_settings(overrides={"llm": "openai:gpt-x"}).llm == OpenAIModel(model="gpt-x")
+    assert load_settings(overrides={"llm": "openai"}).llm == OpenAIModel(model=None)
+    assert load_settings(overrides={"llm": "sampling"}).llm == SamplingModel()
+    with pytest.raises(ConfigError, match=r"llm: .*expected script:PATH, openai:MODEL or sampling"):
+        load_settings(overrides={"llm": "telepathy"})
+    with pytest.raises(ConfigError, match="llm"):
+        load_settings(overrides={"llm": {"kind": "openai", "modle": "typo"}})
