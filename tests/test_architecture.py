@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agent_server"
 LEAVES = {"types", "errors", "events", "redaction"}
+ADAPTERS = {"llm", "tools", "store", "mounts"}
+# What anyone may call in an adapter package: its protocols and the mount configuration (settings validate it).
+INTERFACES = {"llm.base", "tools.base", "store.base", "mounts.base", "mounts.config"}
+# The composition root: the only modules outside the adapters that pick (call or construct) a concrete
+# implementation. `runtime` is its home; the `server.*` entries are where it lives until then.
+COMPOSITION_ROOT = {"runtime"}
 
 
 def _module_name(path: Path) -> str:
@@ -29,6 +36,7 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
+@functools.cache  # parsed once for all the tests below (read only)
 def _package_imports() -> dict[str, set[str]]:
     result: dict[str, set[str]] = {}
     for path in PACKAGE.rglob("*.py"):
@@ -101,3 +109,73 @@ def test_the_mcp_front_door_imports_the_runtime_never_a_concrete_part() -> None:
             continue
         bad = {i for i in imports if _top(i) in concrete and i.split(".")[1:2] != ["base"]}
         assert not bad, f"{module} imports {bad}: go through agent_server.runtime"
+
+
+def _bindings(tree: ast.AST) -> dict[str, str]:
+    """Each local name an import binds, mapped to the dotted name it stands for."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                bound[name] = alias.name if alias.asname else name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return bound
+
+
+def _dotted(node: ast.expr, bound: dict[str, str]) -> str | None:
+    """`a.b.c` with `a` resolved through the imports, or None when the callee is not an imported name."""
+    if isinstance(node, ast.Name):
+        return bound.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value, bound)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _is_concrete(name: str) -> bool:
+    """`llm.scripted.ScriptedLLM` is; `llm.base.LLMClient`, `settings.Settings` and `len` are not."""
+    parts = name.split(".")
+    return parts[0] in ADAPTERS and len(parts) > 2 and ".".join(parts[:2]) not in INTERFACES
+
+
+def picks(source: str) -> set[str]:
+    """The concrete adapter classes and functions that the source calls (constructing one is a call)."""
+    tree = ast.parse(source)
+    bound = _bindings(tree)
+    called = (_dotted(node.func, bound) for node in ast.walk(tree) if isinstance(node, ast.Call))
+    inside = (name.removeprefix("agent_server.") for name in called if name and name.startswith("agent_server."))
+    return {name for name in inside if _is_concrete(name)}
+
+
+def test_picks_finds_constructions_however_imported() -> None:
+    source = """
+from agent_server.store.sqlite import SqliteStore
+from agent_server.llm import scripted
+import agent_server.tools.registry as registry
+import agent_server.mounts.toolset
+from agent_server.llm.base import LLMClient
+from agent_server.mounts.config import parse_mcp_servers
+from agent_server.settings import Settings
+def build(path, llm: LLMClient):
+    parse_mcp_servers({}), Settings(), len([])
+    store, llm = SqliteStore(path), scripted.ScriptedLLM([])
+    return store, llm, registry.ToolRegistry([]), agent_server.mounts.toolset.MountManager([])
+"""
+    assert picks(source) == {
+        "store.sqlite.SqliteStore",
+        "llm.scripted.ScriptedLLM",
+        "tools.registry.ToolRegistry",
+        "mounts.toolset.MountManager",
+    }
+
+
+def test_only_the_composition_root_picks_concrete_implementations() -> None:
+    for path in PACKAGE.rglob("*.py"):
+        module = _module_name(path).removeprefix("agent_server").lstrip(".")
+        if _top(module) in ADAPTERS or module in COMPOSITION_ROOT:
+            continue
+        picked = picks(path.read_text())
+        assert not picked, f"{module} picks {picked}: only the composition root {sorted(COMPOSITION_ROOT)} may"
