@@ -127,7 +127,7 @@ class AgentRuntime:
         env = os.environ if environ is None else environ
         self.settings = settings
         self._llm = llm if llm is not None else fixed_llm(settings, env)
-        self._mount_configs = mount_configs(settings, env)
+        self._mount_configs = mount_configs(settings)
         self._in_process = dict(in_process_mounts or {})
         self._environ = env
         self._stack: AsyncExitStack | None = None
@@ -493,20 +493,6 @@ def _openai(settings: Settings, model: str | None, environ: Mapping[str, str]) -
     return OpenAIChatLLM(options, api_key=environ.get("OPENAI_API_KEY") or None, model=model)
 
 
-def mount_configs(settings: Settings, environ: Mapping[str, str]) -> list[MountConfig]:
-    """The servers to mount: the config's `mcpServers`, then the `--mcp-config` file's.
-
-    Raises:
-        ConfigError: an entry is invalid, or one name is configured twice.
-    """
-    if not settings.mcp_servers and settings.mcp_config is None:
-        return []
-    from agent_server.mounts.config import load_mcp_config_file, parse_mcp_servers
-
-    configs = parse_mcp_servers(settings.mcp_servers, environ=environ) if settings.mcp_servers else []
-    if settings.mcp_config is not None:
-        configs += load_mcp_config_file(settings.mcp_config, environ=environ)
-    names = [c.name for c in configs]
-    if twice := sorted({n for n in names if names.count(n) > 1}):
-        raise ConfigError(f"MCP server {twice[0]!r} is configured twice (config file and --mcp-config)")
-    return configs  # clashing prefixes are no error: only the clashing tools are dropped (agent_tools says why)
+def mount_configs(settings: Settings) -> list[MountConfig]:
+    """The servers to mount (already checked when the settings loaded), in configuration order."""
+    return list(settings.mcp_servers.values())

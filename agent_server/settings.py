@@ -10,12 +10,15 @@ and the `${VAR}` references of mounted servers' entries.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agent_server.errors import ConfigError
+from agent_server.mounts.config import MountConfig, load_mcp_config_file, parse_mcp_servers
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
@@ -139,10 +142,35 @@ class Settings(BaseModel):
     search_timeout_s: float = Field(default=10.0, gt=0, le=600)
     """Time limit of one `search_text` (its regex matching included); past it the model gets an error result."""
     openai: OpenAIOptions = Field(default_factory=OpenAIOptions)
-    mcp_servers: dict[str, Any] = Field(default_factory=dict[str, Any], alias="mcpServers")
-    """External MCP servers to mount, in the `mcpServers` format (validated when the server starts)."""
+    mcp_servers: dict[str, MountConfig] = Field(default_factory=dict[str, MountConfig], alias="mcpServers")
+    """External MCP servers to mount, by name: the `mcpServers` entries as Claude Desktop, Cursor or VS Code
+    write them, then the `mcp_config` file's; `${VAR}` expanded and every entry checked when the settings load."""
     mcp_config: Path | None = None
     """A Claude Desktop / Cursor / VS Code MCP config file whose servers are mounted as they are."""
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _parse_mounts(cls, value: object, info: ValidationInfo) -> object:
+        if not isinstance(value, dict) or all(isinstance(v, MountConfig) for v in value.values()):  # pyright: ignore[reportUnknownVariableType]
+            return value  # pyright: ignore[reportUnknownVariableType]
+        try:
+            configs = parse_mcp_servers(value, environ=_environ(info))  # pyright: ignore[reportUnknownArgumentType]
+        except ConfigError as exc:
+            raise ValueError(exc.message) from exc
+        return {config.name: config for config in configs}
+
+    @model_validator(mode="after")
+    def _add_mcp_config_file(self, info: ValidationInfo) -> Settings:
+        if self.mcp_config is None:
+            return self
+        try:
+            configs = load_mcp_config_file(self.mcp_config, environ=_environ(info))
+        except ConfigError as exc:
+            raise ValueError(exc.message) from exc
+        if twice := sorted(set(self.mcp_servers) & {c.name for c in configs}):
+            raise ValueError(f"MCP server {twice[0]!r} is configured twice (config file and --mcp-config)")
+        object.__setattr__(self, "mcp_servers", {**self.mcp_servers, **{c.name: c for c in configs}})
+        return self
 
     @field_validator("llm", mode="before")
     @classmethod
@@ -161,6 +189,13 @@ class Settings(BaseModel):
     def state_path(self) -> Path:
         assert self.state_dir is not None  # set by the validator
         return self.state_dir
+
+
+def _environ(info: ValidationInfo) -> Mapping[str, str]:
+    """Where mounted servers' `${VAR}` come from: `load_settings(environ=...)`, else the process environment."""
+    context = cast(Mapping[str, object], info.context or {})
+    environ = context.get("environ")
+    return cast(Mapping[str, str], environ) if isinstance(environ, Mapping) else os.environ
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -188,7 +223,12 @@ def _parse_toml(text: str) -> dict[str, object]:
     return tomllib.loads(text)
 
 
-def load_settings(*, config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
+def load_settings(
+    *,
+    config_file: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
     """Merge the config file and explicit overrides (None values ignored) into Settings.
 
     Raises:
@@ -199,10 +239,16 @@ def load_settings(*, config_file: Path | None = None, overrides: dict[str, Any] 
         _resolve_relative_to(values, config_file.parent)
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:
-        return Settings(**values)
+        return Settings.model_validate(values, context={"environ": os.environ if environ is None else environ})
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(_problem(e["loc"], e["msg"]) for e in exc.errors())
         raise ConfigError(f"invalid settings: {problems}") from exc
+
+
+def _problem(loc: tuple[int | str, ...], message: str) -> str:
+    where = ".".join(str(part) for part in loc)
+    message = message.removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
 
 
 def _resolve_relative_to(values: dict[str, Any], base: Path) -> None:

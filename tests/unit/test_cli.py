@@ -60,3 +60,22 @@ def test_the_model_is_a_typed_choice_from_a_spec_or_an_object(tmp_path: Path) ->
         load_settings(overrides={"llm": "telepathy"})
     with pytest.raises(ConfigError, match="llm"):
         load_settings(overrides={"llm": {"kind": "openai", "modle": "typo"}})
+
+
+def test_mounted_servers_are_checked_and_expanded_when_the_settings_load(tmp_path: Path) -> None:
+    servers = {"web": {"url": "https://example.test/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}}
+    settings = load_settings(overrides={"mcpServers": servers}, environ={"TOKEN": "t0k"})
+    assert settings.mcp_servers["web"].headers == {"Authorization": "Bearer t0k"}
+    with pytest.raises(ConfigError, match=r"mcpServers: MCP server 'web': headers.Authorization uses \$\{TOKEN\}"):
+        load_settings(overrides={"mcpServers": servers}, environ={})
+    with pytest.raises(ConfigError, match="MCP server 'bad'.*exactly one of `command`"):
+        load_settings(overrides={"mcpServers": {"bad": {"args": ["x"]}}})
+
+
+def test_the_mcp_config_file_joins_the_config_servers_and_a_name_twice_is_refused(tmp_path: Path) -> None:
+    file = tmp_path / "claude_desktop_config.json"
+    file.write_text(json.dumps({"mcpServers": {"fs": {"command": "npx", "args": ["server"]}}}))
+    both = load_settings(overrides={"mcpServers": {"web": {"url": "http://127.0.0.1:1/mcp"}}, "mcp_config": file})
+    assert list(both.mcp_servers) == ["web", "fs"]
+    with pytest.raises(ConfigError, match="'fs' is configured twice"):
+        load_settings(overrides={"mcpServers": {"fs": {"command": "x"}}, "mcp_config": file})
