@@ -1,10 +1,10 @@
 """Settings: everything the server is configured with, validated once at construction.
 
 Sources, lowest precedence first: defaults, the config file (`--config`, JSON or TOML, keys as
-below), command-line flags; `load_settings` merges them. The environment is read by
-`agent_server.runtime` only: `OPENAI_API_KEY` (never a setting), `OPENAI_BASE_URL` (over
-`openai.base_url`), `AGENT_SERVER_MODEL` (the model when no `llm` is set and an OpenAI variable is),
-and the `${VAR}` references of mounted servers' entries.
+below), command-line flags; `load_settings` merges them. Of the environment, settings read only
+what mounted servers' entries reference (`${VAR}`, from `load_settings(environ=...)` or the process
+environment); the model's variables (`OPENAI_API_KEY`, never a setting; `OPENAI_BASE_URL` over
+`openai.base_url`; `AGENT_SERVER_MODEL`) are read by `agent_server.runtime`.
 """
 
 from __future__ import annotations
