@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agent_server.errors import ConfigError, InvalidArgument, SessionNotFound
+from agent_server.errors import InvalidArgument, SessionNotFound
 from agent_server.events import EventIds, EventSink
 from agent_server.llm.unavailable import CONFIGURE
-from agent_server.settings import OpenAIModel, SamplingModel, ScriptModel, Settings
+from agent_server.runtime.choice import fixed_llm
+from agent_server.settings import Settings
 from agent_server.types import (
     CompactionRecord,
     DroppedTool,
@@ -57,13 +58,20 @@ if TYPE_CHECKING:
     from agent_server.agent.locks import SessionLocks
     from agent_server.llm.base import LLMClient
     from agent_server.llm.sampling import SamplingRequester
-    from agent_server.mounts.config import MountConfig
     from agent_server.mounts.toolset import MountManager
     from agent_server.mounts.transport import InProcessServer
     from agent_server.store.base import SessionStore
     from agent_server.tools.registry import ToolRegistry
 
-__all__ = ["CONFIGURE", "DEFAULT_CONNECTION", "NEW_SESSION", "AgentRuntime", "ClientModel", "ToolsReport"]
+__all__ = [
+    "CONFIGURE",
+    "DEFAULT_CONNECTION",
+    "NEW_SESSION",
+    "AgentRuntime",
+    "ClientModel",
+    "ToolsReport",
+    "fixed_llm",
+]
 
 DEFAULT_CONNECTION = "default"
 NEW_SESSION = "new"
@@ -127,7 +135,7 @@ class AgentRuntime:
         env = os.environ if environ is None else environ
         self.settings = settings
         self._llm = llm if llm is not None else fixed_llm(settings, env)
-        self._mount_configs = mount_configs(settings)
+        self._mount_configs = list(settings.mcp_servers.values())  # checked when the settings loaded
         self._in_process = dict(in_process_mounts or {})
         self._environ = env
         self._stack: AsyncExitStack | None = None
@@ -448,51 +456,3 @@ def _unavailable_notes(mounts: MountManager) -> tuple[str, ...]:
     return tuple(
         f"The tools of MCP server {name!r} are unavailable this turn: {why}" for name, why in mounts.unavailable()
     )
-
-
-# --- what the settings name ---------------------------------------------------------------
-
-
-def fixed_llm(settings: Settings, environ: Mapping[str, str]) -> LLMClient | None:
-    """The model the settings (or the environment) name, or None: each call then uses the caller's own.
-
-    A script or an OpenAI-compatible model is built here; `sampling` (or no setting and no
-    `OPENAI_API_KEY`/`OPENAI_BASE_URL`) means the caller's model. With `OPENAI_API_KEY` or
-    `OPENAI_BASE_URL` set and no `llm`, `openai` is the default and `AGENT_SERVER_MODEL` names the model.
-
-    Raises:
-        ConfigError: a bad script, or no model name.
-    """
-    choice = settings.llm
-    if choice is None and (environ.get("OPENAI_API_KEY") or environ.get("OPENAI_BASE_URL")):
-        model = environ.get("AGENT_SERVER_MODEL")
-        if not model:
-            raise ConfigError(
-                "OPENAI_API_KEY/OPENAI_BASE_URL is set, so the model must be named: set AGENT_SERVER_MODEL"
-            )
-        choice = OpenAIModel(model=model)
-    match choice:
-        case None | SamplingModel():
-            return None
-        case ScriptModel(path=path):
-            from agent_server.llm.scripted import ScriptedLLM
-
-            return ScriptedLLM.from_file(path)
-        case OpenAIModel(model=model):
-            return _openai(settings, model or settings.openai.model, environ)
-
-
-def _openai(settings: Settings, model: str | None, environ: Mapping[str, str]) -> LLMClient:
-    if not model:
-        raise ConfigError("--llm openai needs a model: openai:MODEL, or openai.model in the config file")
-    from agent_server.llm.openai import OpenAIChatLLM
-
-    options = settings.openai
-    if environ.get("OPENAI_BASE_URL"):
-        options = options.model_copy(update={"base_url": environ["OPENAI_BASE_URL"]})
-    return OpenAIChatLLM(options, api_key=environ.get("OPENAI_API_KEY") or None, model=model)
-
-
-def mount_configs(settings: Settings) -> list[MountConfig]:
-    """The servers to mount (already checked when the settings loaded), in configuration order."""
-    return list(settings.mcp_servers.values())

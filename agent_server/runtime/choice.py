@@ -1,0 +1,52 @@
+"""The model the settings (or the environment) name: `fixed_llm`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from agent_server.errors import ConfigError
+from agent_server.settings import OpenAIModel, SamplingModel, ScriptModel, Settings
+
+if TYPE_CHECKING:
+    from agent_server.llm.base import LLMClient
+
+
+def fixed_llm(settings: Settings, environ: Mapping[str, str]) -> LLMClient | None:
+    """The model the settings (or the environment) name, or None: each call then uses the caller's own.
+
+    A script or an OpenAI-compatible model is built here; `sampling` (or no setting and no
+    `OPENAI_API_KEY`/`OPENAI_BASE_URL`) means the caller's model. With `OPENAI_API_KEY` or
+    `OPENAI_BASE_URL` set and no `llm`, `openai` is the default and `AGENT_SERVER_MODEL` names the model.
+
+    Raises:
+        ConfigError: a bad script, or no model name.
+    """
+    choice = settings.llm
+    if choice is None and (environ.get("OPENAI_API_KEY") or environ.get("OPENAI_BASE_URL")):
+        model = environ.get("AGENT_SERVER_MODEL")
+        if not model:
+            raise ConfigError(
+                "OPENAI_API_KEY/OPENAI_BASE_URL is set, so the model must be named: set AGENT_SERVER_MODEL"
+            )
+        choice = OpenAIModel(model=model)
+    match choice:
+        case None | SamplingModel():
+            return None
+        case ScriptModel(path=path):
+            from agent_server.llm.scripted import ScriptedLLM
+
+            return ScriptedLLM.from_file(path)
+        case OpenAIModel(model=model):
+            return _openai(settings, model or settings.openai.model, environ)
+
+
+def _openai(settings: Settings, model: str | None, environ: Mapping[str, str]) -> LLMClient:
+    if not model:
+        raise ConfigError("--llm openai needs a model: openai:MODEL, or openai.model in the config file")
+    from agent_server.llm.openai import OpenAIChatLLM
+
+    options = settings.openai
+    if environ.get("OPENAI_BASE_URL"):
+        options = options.model_copy(update={"base_url": environ["OPENAI_BASE_URL"]})
+    return OpenAIChatLLM(options, api_key=environ.get("OPENAI_API_KEY") or None, model=model)
