@@ -45,7 +45,7 @@ async def test_a_turn_with_a_tool_round_through_the_embedded_runtime(tmp_path: P
     assert again.session_id == first.session_id and again.final_text == "Still 42."
     assert [e.type for e in events][0] == "turn" and events[-1].type == "done"
     assert {"tool_start", "tool_result"} <= {e.type for e in events}
-    assert [(s.session_id, s.turn_count) for s in sessions] == [(first.session_id, 2)]
+    assert [(s.session_id, s.turn_count, s.active) for s in sessions] == [(first.session_id, 2, True)]
 
 
 async def test_sessions_compact_and_errors_through_the_embedded_runtime(tmp_path: Path) -> None:

@@ -334,7 +334,11 @@ class AgentRuntime:
     # --- sessions -------------------------------------------------------------------------
 
     async def create_session(
-        self, *, title: str | None = None, metadata: dict[str, Any] | None = None, connection: str | None = None
+        self,
+        *,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        connection: str | None = DEFAULT_CONNECTION,
     ) -> SessionInfo:
         """A new session; it becomes `connection`'s current session (when given)."""
         parts = await self._ready()
@@ -342,18 +346,18 @@ class AgentRuntime:
         return self._make_current(connection, session)
 
     async def list_sessions(
-        self, *, cursor: str | None = None, limit: int = 50, connection: str | None = None
+        self, *, cursor: str | None = None, limit: int = 50, connection: str | None = DEFAULT_CONNECTION
     ) -> tuple[list[SessionInfo], str | None]:
         """Sessions, newest first; `active` marks `connection`'s current one."""
         parts = await self._ready()
         sessions, next_cursor = await parts.store.list_sessions(cursor=cursor, limit=limit)
         return [self._marked(connection, s) for s in sessions], next_cursor
 
-    async def get_session(self, session_id: str, *, connection: str | None = None) -> SessionInfo:
+    async def get_session(self, session_id: str, *, connection: str | None = DEFAULT_CONNECTION) -> SessionInfo:
         parts = await self._ready()
         return self._marked(connection, await parts.store.get_session(session_id))
 
-    async def switch_session(self, session_id: str, *, connection: str | None) -> SessionInfo:
+    async def switch_session(self, session_id: str, *, connection: str | None = DEFAULT_CONNECTION) -> SessionInfo:
         """Make `session_id` the connection's current session."""
         parts = await self._ready()
         return self._make_current(connection, await parts.store.get_session(session_id))
@@ -369,7 +373,7 @@ class AgentRuntime:
         await parts.store.delete_session(session_id)
         self._sessions()[1].forget(session_id)
 
-    async def session_or_current(self, session_id: str | None, *, connection: str | None) -> str:
+    async def session_or_current(self, session_id: str | None, *, connection: str | None = DEFAULT_CONNECTION) -> str:
         """`session_id` (checked to exist), else the connection's current session.
 
         Raises:
