@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -66,3 +68,21 @@ async def test_sessions_compact_and_errors_through_the_embedded_runtime(tmp_path
     assert record.summary == "SUMMARY" and record.compacted_message_count == 3
     assert [t.status for t in turns] == ["completed", "completed"]
     assert {t.name for t in report.tools} == {"read_file", "list_dir", "search_text"}
+
+
+def test_a_runtime_without_mounts_never_loads_the_mount_machinery(tmp_path: Path) -> None:
+    """The first call's cost: with no servers configured, the mounts (and jsonschema) are not even imported."""
+    code = f"""
+import sys, anyio
+from agent_server import AgentRuntime, Settings
+from agent_server.testing import ScriptedLLM
+async def main():
+    settings = Settings(workspace={str(tmp_path)!r}, state_dir={str(tmp_path / "state")!r})
+    llm = ScriptedLLM([{{"tool_calls": [{{"name": "list_dir", "arguments": {{}}}}]}}, {{"content": "ok"}}])
+    async with AgentRuntime(settings, llm=llm) as runtime:
+        assert (await runtime.run_turn("x")).status == "completed"
+anyio.run(main)
+print(sorted(m for m in sys.modules if m.startswith("agent_server.mounts") or m == "jsonschema"))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "['agent_server.mounts', 'agent_server.mounts.config']"  # the settings' entry model

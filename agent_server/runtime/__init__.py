@@ -108,7 +108,8 @@ class ToolsReport:
 class _Parts:
     store: SessionStore
     registry: ToolRegistry
-    mounts: MountManager
+    mounts: MountManager | None
+    """None when no servers are configured (the mount machinery is then never imported)."""
 
 
 class AgentRuntime:
@@ -195,14 +196,13 @@ class AgentRuntime:
     async def _open(self) -> _Parts:
         from agent_server.agent.current_sessions import CurrentSessions
         from agent_server.agent.locks import SessionLocks
-        from agent_server.mounts.toolset import MountManager
         from agent_server.store.sqlite import SqliteStore
         from agent_server.tools.builtin import WorkspaceToolset
         from agent_server.tools.registry import ToolRegistry
 
         settings = self.settings
         store = await SqliteStore.open(settings.state_path)
-        mounts = self._started_mounts or MountManager([])
+        mounts = self._started_mounts
         workspace = WorkspaceToolset(
             settings.workspace,
             read_max_bytes=settings.read_file_max_bytes,
@@ -210,7 +210,8 @@ class AgentRuntime:
             search_timeout_s=settings.search_timeout_s,
         )
         self._locks, self._current = SessionLocks(), CurrentSessions()
-        return _Parts(store=store, registry=ToolRegistry([workspace, mounts]), mounts=mounts)
+        toolsets = [workspace] if mounts is None else [workspace, mounts]
+        return _Parts(store=store, registry=ToolRegistry(toolsets), mounts=mounts)
 
     def _sessions(self) -> tuple[SessionLocks, CurrentSessions]:
         assert self._locks is not None and self._current is not None, "_ready() first"
@@ -255,8 +256,9 @@ class AgentRuntime:
         locks, _ = self._sessions()
         session = await self._session_for_turn(parts, session_id, connection, prompt)
         wait("mounted MCP servers to start")
-        with anyio.CancelScope(deadline=deadline):  # each mount also stops at its own startup timeout
-            await parts.mounts.wait_started()
+        if parts.mounts is not None:
+            with anyio.CancelScope(deadline=deadline):  # each mount also stops at its own startup timeout
+                await parts.mounts.wait_started()
         wait("an earlier turn of this session to finish")
         async with locks.hold(session, deadline=deadline):
             request = TurnRequest(
@@ -412,7 +414,8 @@ class AgentRuntime:
     async def agent_tools(self) -> ToolsReport:
         parts = await self._ready()
         tools = await parts.registry.list_tools()
-        return ToolsReport(tools=tools, servers=parts.mounts.states(), dropped=parts.registry.dropped())
+        servers = parts.mounts.states() if parts.mounts is not None else []
+        return ToolsReport(tools=tools, servers=servers, dropped=parts.registry.dropped())
 
     async def _session_for_turn(
         self, parts: _Parts, session_id: str | None, connection: str | None, prompt: str
@@ -456,7 +459,9 @@ def _title_from(prompt: str) -> str:
     return one_line(prompt, TITLE_LENGTH)
 
 
-def _unavailable_notes(mounts: MountManager) -> tuple[str, ...]:
+def _unavailable_notes(mounts: MountManager | None) -> tuple[str, ...]:
+    if mounts is None:
+        return ()
     return tuple(
         f"The tools of MCP server {name!r} are unavailable this turn: {why}" for name, why in mounts.unavailable()
     )
