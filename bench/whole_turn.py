@@ -15,7 +15,7 @@ other users hits both alike. `--warmup` pairs first, unmeasured. The headline is
 all pairs (turn / echo); the median of the per-pair ratios is printed beside it, and the spread of the ratio of
 medians over `--blocks` consecutive blocks of pairs says how much a run of `rounds / blocks` pairs would swing.
 
-    python bench/whole_turn.py [--rounds 2000] [--warmup 50] [--blocks 10] [--json]
+    python bench/whole_turn.py [--rounds 10000] [--warmup 50] [--blocks 10] [--json]
 
 `--rounds` is the number of measured pairs (the name `run_all.py` passes to every script).
 """
@@ -152,7 +152,7 @@ def render(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=2000, help="measured pairs (default 2000)")
+    parser.add_argument("--rounds", type=int, default=10000, help="measured pairs (default 10000, about a minute)")
     parser.add_argument("--warmup", type=int, default=50, help="unmeasured pairs first (default 50)")
     parser.add_argument("--blocks", type=int, default=10, help="blocks for the spread line (default 10)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

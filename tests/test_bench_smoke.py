@@ -133,8 +133,25 @@ RELAY_PROGRESS_LABELS = [
     "RSS last - start:",
     *MACHINE_LABELS,
 ]
+WHOLE_TURN_LABELS = [
+    "a whole run_turn with one no-op tool round",
+    "agent-server run_turn, one tool round (median):",
+    "baseline tools/call echo (median):",
+    "ratio (run_turn / echo):",
+    "ratio over blocks of",
+    "goal: <= 2x:",
+    *MACHINE_LABELS,
+]
+FIRST_TURN_LABELS = [
+    "spawn to the first completed run_turn",
+    "agent-server spawn to first run_turn result (median):",
+    "baseline spawn to first echo result (median):",
+    "ratio (agent-server / baseline):",
+    "goal: <= 1.1x:",
+    *MACHINE_LABELS,
+]
 ONE_ROUND = ["--rounds", "1", "--warmup", "0"]
-# Each issue-6 figure's script with tiny sizes, and the labels its text output must contain.
+# Each issue-6 and issue-12 figure's script with tiny sizes, and the labels its text output must contain.
 TINY: dict[str, tuple[list[str], list[str]]] = {
     "tool_round.py": ([*ONE_ROUND, "--big", "3", "--small", "1", "--calls", "3"], TOOL_ROUND_LABELS),
     "persistence.py": ([*ONE_ROUND, "--big", "60", "--small", "10", "--batch", "3"], PERSISTENCE_LABELS),
@@ -143,6 +160,8 @@ TINY: dict[str, tuple[list[str], list[str]]] = {
     "token_stream.py": ([*ONE_ROUND, "--deltas", "200", "--events"], TOKEN_STREAM_LABELS),
     "mounted_call.py": ([*ONE_ROUND, "--turns", "2"], MOUNTED_CALL_LABELS),
     "relay_progress.py": ([*ONE_ROUND, "--n", "50"], RELAY_PROGRESS_LABELS),
+    "whole_turn.py": ([*ONE_ROUND, "--blocks", "2"], WHOLE_TURN_LABELS),
+    "first_turn.py": (ONE_ROUND, FIRST_TURN_LABELS),
 }
 
 
