@@ -17,7 +17,9 @@ medians over `--blocks` consecutive blocks of pairs says how much a run of `roun
 
     python bench/whole_turn.py [--rounds 10000] [--warmup 50] [--blocks 10] [--json]
 
-`--rounds` is the number of measured pairs (the name `run_all.py` passes to every script).
+`--rounds` is the number of measured pairs (the name `run_all.py` passes to every script). `--pid-file PATH`
+writes the agent-server process id to PATH once it is up, for a sampling profiler to attach to (how the profile
+in bench/README.md was taken; a profiler cannot run it as its child, since the child's stdout is the wire).
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def block_ratios(turns: list[float], echoes: list[float], blocks: int) -> list[f
     return [round(statistics.median(turns[a:b]) / statistics.median(echoes[a:b]), 3) for a, b in bounds]
 
 
-async def run(rounds: int, warmup: int, blocks: int) -> dict[str, Any]:
+async def run(rounds: int, warmup: int, blocks: int, pid_file: Path | None) -> dict[str, Any]:
     info = machine()
     turns: list[float] = []
     echoes: list[float] = []
@@ -103,6 +105,8 @@ async def run(rounds: int, warmup: int, blocks: int) -> dict[str, Any]:
         ):
             await agent.request("tools/list")
             await baseline.request("tools/list")
+            if pid_file is not None:
+                await anyio.Path(pid_file).write_text(f"{agent.pid}\n", encoding="utf-8")
             for i in range(warmup + rounds):
                 if i % 2 == 0:
                     turn, echo = await timed_turn(agent), await timed_echo(baseline)
@@ -128,6 +132,7 @@ async def run(rounds: int, warmup: int, blocks: int) -> dict[str, Any]:
         "goal": f"<= {GOAL}",
         "goal_met": goal_met(turn_median / echo_median, GOAL),
         "wall_s": round(time.perf_counter() - started, 1),
+        "pid_file": str(pid_file) if pid_file else None,
         **info,
         "loadavg_after": loadavg(),
     }
@@ -139,6 +144,11 @@ def render(r: dict[str, Any]) -> str:
         [
             r["measure"],
             f"pairs: {r['pairs']} (+{r['warmup']} warm-up), {r['order']}; wall {r['wall_s']:g} s",
+            *(
+                [f"agent-server pid written to {r['pid_file']} (a profiler may have been attached)"]
+                if r["pid_file"]
+                else []
+            ),
             f"agent-server run_turn, one tool round (median): {r['turn_median_s'] * 1e6:.0f} us",
             f"baseline tools/call echo (median): {r['echo_median_s'] * 1e6:.0f} us",
             f"ratio (run_turn / echo): {r['ratio']:.2f} (median of per-pair ratios {r['paired_ratio_median']:.2f})",
@@ -155,11 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10000, help="measured pairs (default 10000, about a minute)")
     parser.add_argument("--warmup", type=int, default=50, help="unmeasured pairs first (default 50)")
     parser.add_argument("--blocks", type=int, default=10, help="blocks for the spread line (default 10)")
+    parser.add_argument("--pid-file", type=Path, help="write the agent-server pid here (to attach a profiler)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.warmup < 0 or args.blocks < 1:
         parser.error("need --rounds >= 1, --warmup >= 0 and --blocks >= 1")
-    result = anyio.run(run, args.rounds, args.warmup, args.blocks)
+    result = anyio.run(run, args.rounds, args.warmup, args.blocks, args.pid_file)
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
 
