@@ -1,4 +1,7 @@
-"""Bench experiment, loaded only with `PYTHONPATH=bench/_thread_hops`: worker-thread hops in the agent-server process.
+"""Bench experiment: worker-thread hops in the agent-server process.
+
+Loaded only with `PYTHONPATH=<absolute path of bench/_thread_hops>` (absolute: the bench spawns its servers in a
+temp dir).
 
 With `BENCH_THREADS` set, `anyio.to_thread.run_sync` is wrapped in the agent-server process only (not in the
 baseline or the bench driver, which get the same PYTHONPATH): every call is counted and timed by what it runs, and
@@ -12,7 +15,7 @@ baseline or the bench driver, which get the same PYTHONPATH): every call is coun
 The inline modes are what-if measurements (how much of a turn the hops cost), not a proposed design: running
 SQLite or file-system calls on the event loop can hold it. Example (the figures in bench/README.md):
 
-    PYTHONPATH=bench/_thread_hops BENCH_THREADS=inline-all BENCH_THREADS_OUT=/tmp/hops.txt \\
+    PYTHONPATH=$PWD/bench/_thread_hops BENCH_THREADS=inline-all BENCH_THREADS_OUT=/tmp/hops.txt \\
         python bench/whole_turn.py --rounds 3000
 """
 
