@@ -231,3 +231,32 @@ def test_mounted_result_size_prints_its_figures() -> None:
     out = run("mounted_result_size.py", "--size", "100000")
     labels = ["mounted result of 100000 characters", "RSS growth:", "state.db growth:", "estimated history tokens:"]
     assert_labels(out, labels)
+
+
+def test_pyspy_summary_groups_samples(tmp_path: Path) -> None:
+    """A tiny py-spy raw file: idle, a turn's thread hop, a turn's own frame, the stdout writer, a worker."""
+    loop = "main (agent_server/cli.py:61);BaseEventLoop._run_once (asyncio/base_events.py:1922)"
+    turn = f"{loop};handle_run_turn (agent_server/server/handlers.py:101)"
+    lines = [
+        f"{loop};EpollSelector.select (selectors.py:468) 7",
+        f"{turn};AsyncIOBackend.run_sync_in_worker_thread (anyio/_backends/_asyncio.py:2779) 3",
+        f"{turn};drive (agent_server/agent/loop.py:50) 1",
+        f"{loop};stdio_server.<locals>.stdout_writer (mcp/server/stdio.py:80) 2",
+        "Thread._bootstrap (threading.py:1002);Condition.wait (threading.py:327) 5",
+        "not a sample line",
+    ]
+    profile = tmp_path / "turn.txt"
+    profile.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = run("pyspy_summary.py", str(profile))
+    assert_labels(
+        out,
+        [
+            "event-loop thread: 13 samples, busy 6, idle in epoll 7",
+            "4  66.7% of busy  run_turn request",
+            "2  33.3% of busy  SDK stdout writer task",
+            "3  75.0% of run_turn  handing work to a worker thread",
+            "1  25.0% of run_turn  own frames",
+            "5 100.0% of worker  idle: waiting for work",
+            "4 100.0% of run_turn  handle_run_turn (agent_server/server/handlers.py)",
+        ],
+    )
