@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         ("token_stream.py", [*rounds, *warmup]),
         ("mounted_call.py", [*rounds, *warmup]),
         ("relay_progress.py", [*rounds, *warmup]),
+        ("whole_turn.py", [*rounds, *warmup]),
+        ("first_turn.py", [*rounds, *warmup]),
     ]
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())

@@ -133,8 +133,25 @@ RELAY_PROGRESS_LABELS = [
     "RSS last - start:",
     *MACHINE_LABELS,
 ]
+WHOLE_TURN_LABELS = [
+    "a whole run_turn with one no-op tool round",
+    "agent-server run_turn, one tool round (median):",
+    "baseline tools/call echo (median):",
+    "ratio (run_turn / echo):",
+    "ratio over blocks of",
+    "goal: <= 2x:",
+    *MACHINE_LABELS,
+]
+FIRST_TURN_LABELS = [
+    "spawn to the first completed run_turn",
+    "agent-server spawn to first run_turn result (median):",
+    "baseline spawn to first echo result (median):",
+    "ratio (agent-server / baseline):",
+    "goal: <= 1.1x:",
+    *MACHINE_LABELS,
+]
 ONE_ROUND = ["--rounds", "1", "--warmup", "0"]
-# Each issue-6 figure's script with tiny sizes, and the labels its text output must contain.
+# Each issue-6 and issue-12 figure's script with tiny sizes, and the labels its text output must contain.
 TINY: dict[str, tuple[list[str], list[str]]] = {
     "tool_round.py": ([*ONE_ROUND, "--big", "3", "--small", "1", "--calls", "3"], TOOL_ROUND_LABELS),
     "persistence.py": ([*ONE_ROUND, "--big", "60", "--small", "10", "--batch", "3"], PERSISTENCE_LABELS),
@@ -143,6 +160,8 @@ TINY: dict[str, tuple[list[str], list[str]]] = {
     "token_stream.py": ([*ONE_ROUND, "--deltas", "200", "--events"], TOKEN_STREAM_LABELS),
     "mounted_call.py": ([*ONE_ROUND, "--turns", "2"], MOUNTED_CALL_LABELS),
     "relay_progress.py": ([*ONE_ROUND, "--n", "50"], RELAY_PROGRESS_LABELS),
+    "whole_turn.py": ([*ONE_ROUND, "--blocks", "2"], WHOLE_TURN_LABELS),
+    "first_turn.py": (ONE_ROUND, FIRST_TURN_LABELS),
 }
 
 
@@ -212,3 +231,32 @@ def test_mounted_result_size_prints_its_figures() -> None:
     out = run("mounted_result_size.py", "--size", "100000")
     labels = ["mounted result of 100000 characters", "RSS growth:", "state.db growth:", "estimated history tokens:"]
     assert_labels(out, labels)
+
+
+def test_pyspy_summary_groups_samples(tmp_path: Path) -> None:
+    """A tiny py-spy raw file: idle, a turn's thread hop, a turn's own frame, the stdout writer, a worker."""
+    loop = "main (agent_server/cli.py:61);BaseEventLoop._run_once (asyncio/base_events.py:1922)"
+    turn = f"{loop};handle_run_turn (agent_server/server/handlers.py:101)"
+    lines = [
+        f"{loop};EpollSelector.select (selectors.py:468) 7",
+        f"{turn};AsyncIOBackend.run_sync_in_worker_thread (anyio/_backends/_asyncio.py:2779) 3",
+        f"{turn};drive (agent_server/agent/loop.py:50) 1",
+        f"{loop};stdio_server.<locals>.stdout_writer (mcp/server/stdio.py:80) 2",
+        "Thread._bootstrap (threading.py:1002);Condition.wait (threading.py:327) 5",
+        "not a sample line",
+    ]
+    profile = tmp_path / "turn.txt"
+    profile.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = run("pyspy_summary.py", str(profile))
+    assert_labels(
+        out,
+        [
+            "event-loop thread: 13 samples, busy 6, idle in epoll 7",
+            "4  66.7% of busy  run_turn request",
+            "2  33.3% of busy  SDK stdout writer task",
+            "3  75.0% of run_turn  handing work to a worker thread",
+            "1  25.0% of run_turn  own frames",
+            "5 100.0% of worker  idle: waiting for work",
+            "4 100.0% of run_turn  handle_run_turn (agent_server/server/handlers.py)",
+        ],
+    )
