@@ -32,7 +32,8 @@ from agent_server.agent.window import fit_between_rounds, result_budget
 from agent_server.errors import MAX_TOOL_PASSES, ModelError
 from agent_server.events import EventIds, EventSink, PromptTraceEvent, StatusEvent, TokenEvent
 from agent_server.llm.base import ModelRequest, ModelResponse
-from agent_server.types import AssistantTurn, ErrorInfo, Message, ToolRound, ToolSpec, TurnStatus
+from agent_server.settings import Settings
+from agent_server.types import AssistantTurn, ErrorInfo, Message, SessionHistory, ToolRound, ToolSpec, TurnStatus
 
 logger = logging.getLogger(__name__)
 
@@ -98,10 +99,13 @@ class _Run:
         await self.emit(StatusEvent(phase=phase, message=message, **self.ids))
 
 
-async def drive(deps: AgentDeps, request: TurnRequest, state: TurnState, emit: EventSink) -> None:
-    """Run the loop until the turn has a final status (set on `state`)."""
+async def drive(
+    deps: AgentDeps, request: TurnRequest, state: TurnState, emit: EventSink, history: SessionHistory | None = None
+) -> None:
+    """Run the loop until the turn has a final status (set on `state`); `history` is the session's as the
+    turn starts (loaded here when not given)."""
     run = _Run(deps=deps, request=request, state=state, emit=emit, tools=await deps.tools.list_tools())
-    await _prepare(run)
+    await _prepare(run, history or await deps.store.load_history(state.record.session_id))
     phase: Phase = "sampling"
     step: NextStep = await _sample(run)
     while True:
@@ -119,18 +123,16 @@ async def drive(deps: AgentDeps, request: TurnRequest, state: TurnState, emit: E
                 return
 
 
-async def _prepare(run: _Run) -> None:
+async def _prepare(run: _Run, history: SessionHistory) -> None:
     """Preflight compaction, then the system prompt, the live history and the user's prompt."""
     settings = run.deps.settings
-    # Prompt files are read from disk: keep the event loop free while they are.
-    parts = await anyio.to_thread.run_sync(prompts.build_prompt_parts, settings.workspace, settings.system_prompt)
+    parts = await _prompt_parts(settings)
     if run.request.notes:
         body = "\n".join(f"- {note}" for note in run.request.notes)
         parts.append(prompts.PromptPart(id="runtime", title="Runtime notes", source="server", body=body))
     system = prompts.render_system_prompt(parts)
     # Token estimates walk the whole history and every tool schema: compute each once per turn.
     tool_tokens = prompts.estimate_tool_tokens(run.tools)
-    history = await run.deps.store.load_history(run.state.record.session_id)
     live_tokens = prompts.estimate_message_tokens(m.message for m in history.messages)
     record, compacted = await maybe_compact(
         run.deps, run.state, history, system=system, history_tokens=live_tokens, tool_tokens=tool_tokens, emit=run.emit
@@ -154,6 +156,14 @@ async def _prepare(run: _Run) -> None:
             **run.ids,
         )
     )
+
+
+async def _prompt_parts(settings: Settings) -> list[prompts.PromptPart]:
+    """The system prompt's parts. Prompt files are read from disk, so in a worker thread; without a prompt
+    directory (the usual case: one `stat` on the loop) there is nothing to read and no thread hop."""
+    if not (settings.workspace / prompts.PROMPTS_DIR).is_dir():
+        return prompts.build_prompt_parts(None, settings.system_prompt)
+    return await anyio.to_thread.run_sync(prompts.build_prompt_parts, settings.workspace, settings.system_prompt)
 
 
 async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:

@@ -78,14 +78,16 @@ def estimate_tool_tokens(tools: Sequence[ToolSpec]) -> int:
     return estimate_tokens(json.dumps([tool.model_dump(mode="json") for tool in tools], ensure_ascii=False))
 
 
-def build_prompt_parts(workspace: Path, config_prompt: str | None) -> list[PromptPart]:
+def build_prompt_parts(workspace: Path | None, config_prompt: str | None) -> list[PromptPart]:
     """The system prompt's parts: the default, the workspace's prompt files, the configured prompt.
 
-    Reads files (blocking): call it from a worker thread in async code. A prompt file that cannot
-    be read or decoded as UTF-8 is skipped with a warning; an empty one is skipped silently.
+    With a workspace it reads files (blocking): call it from a worker thread in async code. A prompt
+    file that cannot be read or decoded as UTF-8 is skipped with a warning; an empty one is skipped
+    silently. `workspace=None` leaves the prompt files out (there is no prompt directory).
     """
     parts = [PromptPart(id="default", title="Agent", source="builtin", body=DEFAULT_PROMPT)]
-    parts.extend(_workspace_parts(workspace))
+    if workspace is not None:
+        parts.extend(_workspace_parts(workspace))
     if config_prompt and config_prompt.strip():
         parts.append(
             PromptPart(id="config", title="Configured instructions", source="settings", body=config_prompt.strip())

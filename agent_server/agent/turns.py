@@ -18,7 +18,7 @@ from agent_server.agent.loop import drive
 from agent_server.agent.turn_state import TurnState
 from agent_server.errors import CANCELLED, INTERNAL_ERROR, STORE_ERROR, TIMED_OUT, AgentServerError
 from agent_server.events import DoneEvent, ErrorEvent, EventSink, TurnEvent
-from agent_server.types import ErrorInfo, TurnRecord, utc_now
+from agent_server.types import ErrorInfo, SessionHistory, TurnRecord, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -33,11 +33,11 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
         SessionNotFound: the session does not exist.
     """
     state = TurnState.begin(request)
-    await deps.store.begin_turn(state.record)
+    history = await deps.store.begin_turn(state.record)
     ids = state.ids()
     try:
         await emit(TurnEvent(prompt=request.prompt, **ids))
-        await _drive_with_timeout(deps, request, state, emit)
+        await _drive_with_timeout(deps, request, state, emit, history)
     except anyio.get_cancelled_exc_class():
         state.finish("cancelled", error=ErrorInfo(type=CANCELLED, message="the caller cancelled the turn"))
         with anyio.CancelScope(shield=True):
@@ -63,10 +63,12 @@ def _log_ending(record: TurnRecord, error: ErrorInfo) -> None:
     logger.info("turn %s on session %s ended %s", record.turn_id, record.session_id, ending)
 
 
-async def _drive_with_timeout(deps: AgentDeps, request: TurnRequest, state: TurnState, emit: EventSink) -> None:
+async def _drive_with_timeout(
+    deps: AgentDeps, request: TurnRequest, state: TurnState, emit: EventSink, history: SessionHistory
+) -> None:
     with anyio.CancelScope(deadline=_deadline(request)) as scope:
         await anyio.lowlevel.checkpoint()  # a deadline that passed while the call was queued ends the turn here
-        await drive(deps, request, state, emit)
+        await drive(deps, request, state, emit, history)
     if scope.cancelled_caught:
         state.transition("running", "finalizing", "timeout")
         limit = f"timeout_s={request.timeout_s:g}" if request.timeout_s is not None else "its deadline"

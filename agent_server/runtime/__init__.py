@@ -429,7 +429,7 @@ class AgentRuntime:
         if session_id == NEW_SESSION:
             return await create()
         if session_id is not None:
-            return (await store.get_session(session_id)).session_id
+            return session_id  # checked by the turn's start (`begin_turn` raises SessionNotFound): no extra hop
         if connection is None:  # no connection identity: every such call starts fresh
             return await create()
         return await self._sessions()[1].get_or_create(connection, lambda s: _exists(store, s), create)

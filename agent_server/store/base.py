@@ -3,7 +3,8 @@
 Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` checks it):
 
 - Sessions list newest-created first; turns and messages list oldest first. Cursors are opaque strings.
-- `begin_turn` makes a turn visible as `running`. `finish_turn` writes the final record and the
+- `begin_turn` makes a turn visible as `running` and returns the history it starts from (one call:
+  a turn's start costs one store round trip). `finish_turn` writes the final record and the
   turn's history messages in one transaction, so a turn is never half written.
 - `finish_turn` for a session deleted meanwhile writes nothing and returns False.
 - History messages are ordered by `seq`, increasing within a session. Compaction archives the
@@ -52,7 +53,9 @@ class SessionStore(Protocol):
         """One page of every stored message (archived ones included, flagged), by seq; and the next cursor."""
         ...
 
-    async def begin_turn(self, record: TurnRecord) -> None: ...
+    async def begin_turn(self, record: TurnRecord) -> SessionHistory:
+        """Make the turn visible as `running`; returns the session's history as the turn starts from it."""
+        ...
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool: ...
 

@@ -116,9 +116,7 @@ class MemoryStore:
     # --- history ------------------------------------------------------------------------
 
     async def load_history(self, session_id: str) -> SessionHistory:
-        session = self._session(session_id)
-        live = [m for m in session.messages if m.seq > session.archived_through]
-        return SessionHistory(summary=session.summary, messages=live)
+        return _history(self._session(session_id))
 
     async def all_messages(self, session_id: str) -> list[tuple[StoredMessage, bool]]:
         """Every stored message of the session, archived ones included, with its archived flag."""
@@ -138,12 +136,14 @@ class MemoryStore:
 
     # --- turns --------------------------------------------------------------------------
 
-    async def begin_turn(self, record: TurnRecord) -> None:
+    async def begin_turn(self, record: TurnRecord) -> SessionHistory:
         session = self._session(record.session_id)
+        history = _history(session)
         if record.turn_id in session.turns:
             raise StoreError(f"turn {record.turn_id!r} already exists in session {record.session_id!r}")
         session.turns[record.turn_id] = (next(self._ordinals), record)
         session.touch()
+        return history
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
         """Write the final record and append `messages`; False (writing nothing) if the session is gone."""
@@ -234,3 +234,8 @@ class MemoryStore:
 
     async def close(self) -> None:
         self._closed = True
+
+
+def _history(session: _Session) -> SessionHistory:
+    live = [m for m in session.messages if m.seq > session.archived_through]
+    return SessionHistory(summary=session.summary, messages=live)

@@ -160,15 +160,7 @@ class SqliteStore:
     # --- history ------------------------------------------------------------------------
 
     async def load_history(self, session_id: str) -> SessionHistory:
-        def run(conn: sqlite3.Connection) -> SessionHistory:
-            row = conn.execute("SELECT summary FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
-            if row is None:
-                raise SessionNotFound(session_id)
-            return SessionHistory(
-                summary=row[0], messages=[m for m, _ in stored_messages(conn, session_id, live_only=True)]
-            )
-
-        return await self._read(run)
+        return await self._read(lambda conn: _history(conn, session_id))
 
     async def all_messages(self, session_id: str) -> list[tuple[StoredMessage, bool]]:
         """Every stored message of the session, archived ones included, with its archived flag."""
@@ -197,19 +189,21 @@ class SqliteStore:
 
     # --- turns --------------------------------------------------------------------------
 
-    async def begin_turn(self, record: TurnRecord) -> None:
-        """Make the turn visible (normally as `running`), owned by this store instance."""
+    async def begin_turn(self, record: TurnRecord) -> SessionHistory:
+        """Make the turn visible (normally as `running`), owned by this store instance; the session's
+        history as the turn starts from it (one transaction, one worker-thread hop)."""
         owner = self.instance_id
 
-        def run(conn: sqlite3.Connection) -> None:
-            require_session(conn, record.session_id)
+        def run(conn: sqlite3.Connection) -> SessionHistory:
+            history = _history(conn, record.session_id)
             conn.execute(
                 "INSERT INTO turns (session_id, turn_id, status, record, owner) VALUES (?, ?, ?, ?, ?)",
                 (record.session_id, record.turn_id, record.status, dump(record), owner),
             )
             touch(conn, record.session_id)
+            return history
 
-        await self._write(run)
+        return await self._write(run)
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
         """Write the final record and append `messages` in one transaction; False if the session is gone."""
@@ -339,6 +333,13 @@ def _open_failure(state_dir: Path, exc: sqlite3.Error | OSError) -> StoreError:
 _FORKED_TURNS = "SELECT turn_id FROM turns WHERE session_id = :source AND ordinal <= :last AND status != 'running'"
 _FORKED_MESSAGE = f"(turn_id IN ({_FORKED_TURNS}) OR (turn_id IS NULL AND seq <= :cut))"
 """A message the fork copies: one of a copied turn's, or one without a turn from before the cut."""
+
+
+def _history(conn: sqlite3.Connection, session_id: str) -> SessionHistory:
+    row = conn.execute("SELECT summary FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    return SessionHistory(summary=row[0], messages=[m for m, _ in stored_messages(conn, session_id, live_only=True)])
 
 
 def _fork(conn: sqlite3.Connection, source: str, target: str, at_turn: str | None, title: str | None) -> SessionInfo:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,13 @@ import pytest
 from agent_server.agent.context import DISCARD, AgentDeps, TurnRequest
 from agent_server.agent.turns import run_turn
 from agent_server.events import AgentEvent, EventSink, StatusEvent
+from agent_server.llm.base import ModelRequest, ModelResponse
 from agent_server.llm.scripted import ScriptedLLM
 from agent_server.settings import Settings
 from agent_server.store.base import SessionStore
 from agent_server.store.memory import MemoryStore
 from agent_server.tools.registry import ToolRegistry
-from agent_server.types import SessionHistory, TurnRecord
+from agent_server.types import TurnRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -123,13 +125,14 @@ async def test_a_cancelled_turn_is_recorded_as_cancelled(tmp_path: Path) -> None
     assert record.transitions == [] and record.finished_at is not None
 
 
-class BrokenHistory(MemoryStore):
-    async def load_history(self, session_id: str) -> SessionHistory:
+class BrokenModel(ScriptedLLM):
+    async def complete(self, request: ModelRequest, **_: Any) -> ModelResponse:
         raise RuntimeError("a bug below the loop")
 
 
 async def test_an_unexpected_exception_is_recorded_as_internal_error_and_raised(tmp_path: Path) -> None:
-    turn = Turn(tmp_path, [{"content": "unused"}], store=BrokenHistory())
+    turn = Turn(tmp_path, [])
+    turn.deps = dataclasses.replace(turn.deps, llm=BrokenModel([]))
     with pytest.raises(RuntimeError, match="a bug below the loop"):
         await turn.run()
     record = await turn.stored()

@@ -145,6 +145,15 @@ async def test_begin_turn_is_visible_as_running(store: SessionStore) -> None:
     assert (await store.load_history(session.session_id)).messages == []
 
 
+async def test_begin_turn_returns_the_history_the_turn_starts_from(store: SessionStore) -> None:
+    session = await store.create_session(title="s", metadata={})
+    await run_turn(store, session.session_id, prompt="first")
+    await store.save_compaction(session.session_id, compaction("S"), archive_through_seq=1, live_from_seq=1)
+    started = await store.begin_turn(running(session.session_id))
+    assert started == await store.load_history(session.session_id)
+    assert started.summary == "S" and [m.seq for m in started.messages] == [2]
+
+
 async def test_begin_turn_twice_is_a_store_error(store: SessionStore) -> None:
     session = await store.create_session(title="s", metadata={})
     record = running(session.session_id)
