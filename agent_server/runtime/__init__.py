@@ -10,7 +10,7 @@ from agent_server.testing import ScriptedLLM
 
 async with AgentRuntime(Settings(workspace="."), llm=ScriptedLLM([{"content": "Hello."}])) as runtime:
     record = await runtime.run_turn("Say hello")
-    print(record.final_text)
+    answer = record.final_text
 ```
 
 Start-up stays cheap: entering the runtime starts the mounted servers in the background and
