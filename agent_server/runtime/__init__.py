@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from agent_server.mounts.toolset import MountManager
     from agent_server.mounts.transport import InProcessServer
     from agent_server.store.base import SessionStore
+    from agent_server.tools.base import Toolset
     from agent_server.tools.registry import ToolRegistry
 
 __all__ = [
@@ -110,6 +111,8 @@ class _Parts:
     registry: ToolRegistry
     mounts: MountManager | None
     """None when no servers are configured (the mount machinery is then never imported)."""
+    locks: SessionLocks
+    current: CurrentSessions
 
 
 class AgentRuntime:
@@ -128,7 +131,8 @@ class AgentRuntime:
         Args:
             llm: the model, instead of the one the settings name (e.g. `agent_server.testing.ScriptedLLM`).
             in_process_mounts: connect these mounts (by name) to in-process MCP servers (tests, embedding).
-            environ: where `OPENAI_*`, `AGENT_SERVER_MODEL` and mounts' `${VAR}` come from (default `os.environ`).
+            environ: where `OPENAI_*` and `AGENT_SERVER_MODEL` come from, and the minimal environment of
+                mounted stdio servers (default `os.environ`; mounts' `${VAR}` were expanded by the settings).
 
         Raises:
             ConfigError: the settings name a model or mounts that cannot be built.
@@ -143,8 +147,6 @@ class AgentRuntime:
         self._started_mounts: MountManager | None = None
         self._parts: _Parts | None = None
         self._opening = anyio.Lock()
-        self._locks: SessionLocks | None = None
-        self._current: CurrentSessions | None = None
 
     @property
     def has_model(self) -> bool:
@@ -209,13 +211,14 @@ class AgentRuntime:
             search_max_matches=settings.search_max_matches,
             search_timeout_s=settings.search_timeout_s,
         )
-        self._locks, self._current = SessionLocks(), CurrentSessions()
         toolsets = [workspace] if mounts is None else [workspace, mounts]
-        return _Parts(store=store, registry=ToolRegistry(toolsets), mounts=mounts)
-
-    def _sessions(self) -> tuple[SessionLocks, CurrentSessions]:
-        assert self._locks is not None and self._current is not None, "_ready() first"
-        return self._locks, self._current
+        return _Parts(
+            store=store,
+            registry=ToolRegistry(toolsets),
+            mounts=mounts,
+            locks=SessionLocks(),
+            current=CurrentSessions(),
+        )
 
     # --- turns ----------------------------------------------------------------------------
 
@@ -253,14 +256,13 @@ class AgentRuntime:
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         wait = on_wait or _ignore
         parts = await self._ready()
-        locks, _ = self._sessions()
         session = await self._session_for_turn(parts, session_id, connection, prompt)
         wait("mounted MCP servers to start")
         if parts.mounts is not None:
             with anyio.CancelScope(deadline=deadline):  # each mount also stops at its own startup timeout
                 await parts.mounts.wait_started()
         wait("an earlier turn of this session to finish")
-        async with locks.hold(session, deadline=deadline):
+        async with parts.locks.hold(session, deadline=deadline):
             request = TurnRequest(
                 prompt=prompt,
                 session_id=session,
@@ -296,15 +298,13 @@ class AgentRuntime:
         from agent_server.agent.preflight import compact_session
 
         parts = await self._ready()
-        locks, _ = self._sessions()
-        await parts.store.get_session(session_id)
         ids: EventIds = {
             "turn_id": new_id("compact"),
             "session_id": session_id,
             "trace_id": trace_id or new_id("trace"),
         }
         (on_wait or _ignore)("a turn of this session to finish")
-        async with locks.hold(session_id):
+        async with parts.locks.hold(session_id):
             return await compact_session(
                 self._deps(parts, client_model),
                 session_id,
@@ -316,7 +316,7 @@ class AgentRuntime:
                 ids=ids,
             )
 
-    def _deps(self, parts: _Parts, client_model: ClientModel | None, tools: Any = None) -> AgentDeps:
+    def _deps(self, parts: _Parts, client_model: ClientModel | None, tools: Toolset | None = None) -> AgentDeps:
         from agent_server.agent.context import AgentDeps
 
         llm = self._model_for(client_model)
@@ -345,7 +345,7 @@ class AgentRuntime:
         """A new session; it becomes `connection`'s current session (when given)."""
         parts = await self._ready()
         session = await parts.store.create_session(title=title or "Untitled session", metadata=metadata or {})
-        return self._make_current(connection, session)
+        return _make_current(parts, connection, session)
 
     async def list_sessions(
         self, *, cursor: str | None = None, limit: int = 50, connection: str | None = DEFAULT_CONNECTION
@@ -353,16 +353,16 @@ class AgentRuntime:
         """Sessions, newest first; `active` marks `connection`'s current one."""
         parts = await self._ready()
         sessions, next_cursor = await parts.store.list_sessions(cursor=cursor, limit=limit)
-        return [self._marked(connection, s) for s in sessions], next_cursor
+        return [_marked(parts, connection, s) for s in sessions], next_cursor
 
     async def get_session(self, session_id: str, *, connection: str | None = DEFAULT_CONNECTION) -> SessionInfo:
         parts = await self._ready()
-        return self._marked(connection, await parts.store.get_session(session_id))
+        return _marked(parts, connection, await parts.store.get_session(session_id))
 
     async def switch_session(self, session_id: str, *, connection: str | None = DEFAULT_CONNECTION) -> SessionInfo:
         """Make `session_id` the connection's current session."""
         parts = await self._ready()
-        return self._make_current(connection, await parts.store.get_session(session_id))
+        return _make_current(parts, connection, await parts.store.get_session(session_id))
 
     async def fork_session(
         self, session_id: str, *, at_turn: str | None = None, title: str | None = None
@@ -373,7 +373,7 @@ class AgentRuntime:
     async def delete_session(self, session_id: str) -> None:
         parts = await self._ready()
         await parts.store.delete_session(session_id)
-        self._sessions()[1].forget(session_id)
+        parts.current.forget(session_id)
 
     async def session_or_current(self, session_id: str | None, *, connection: str | None = DEFAULT_CONNECTION) -> str:
         """`session_id` (checked to exist), else the connection's current session.
@@ -385,7 +385,7 @@ class AgentRuntime:
         parts = await self._ready()
         if session_id is not None:
             return (await parts.store.get_session(session_id)).session_id
-        current = self._sessions()[1].get(connection)
+        current = parts.current.get(connection)
         if current is None or not await _exists(parts.store, current):
             raise InvalidArgument(NO_CURRENT)
         return current
@@ -432,15 +432,18 @@ class AgentRuntime:
             return session_id  # checked by the turn's start (`begin_turn` raises SessionNotFound): no extra hop
         if connection is None:  # no connection identity: every such call starts fresh
             return await create()
-        return await self._sessions()[1].get_or_create(connection, lambda s: _exists(store, s), create)
+        return await parts.current.get_or_create(connection, lambda s: _exists(store, s), create)
 
-    def _make_current(self, connection: str | None, session: SessionInfo) -> SessionInfo:
-        self._sessions()[1].set(connection, session.session_id)
-        return self._marked(connection, session)
 
-    def _marked(self, connection: str | None, session: SessionInfo) -> SessionInfo:
-        active = self._sessions()[1].get(connection) == session.session_id
-        return session if session.active == active else session.model_copy(update={"active": active})
+def _make_current(parts: _Parts, connection: str | None, session: SessionInfo) -> SessionInfo:
+    parts.current.set(connection, session.session_id)
+    return _marked(parts, connection, session)
+
+
+def _marked(parts: _Parts, connection: str | None, session: SessionInfo) -> SessionInfo:
+    """`session` with `active` telling whether it is `connection`'s current session."""
+    active = parts.current.get(connection) == session.session_id
+    return session if session.active == active else session.model_copy(update={"active": active})
 
 
 def _ignore(_what: str) -> None:
