@@ -8,7 +8,8 @@ piece of the key at either edge of a text quoted on its own (one stream chunk of
 
 from __future__ import annotations
 
-MASK = "***"
+from agent_server.redaction import MASK
+
 FRAGMENT_MIN_CHARS = 6
 """A piece of the key this long at the edge of a quoted chunk is masked (shorter ones say nothing)."""
 
