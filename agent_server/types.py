@@ -79,6 +79,20 @@ class Message(_Model):
         return "\n".join(part.text for part in self.content if isinstance(part, TextPart))
 
 
+class ToolAnnotations(_Model):
+    """What a tool says of itself, as MCP's tool annotations (hints, not guarantees).
+
+    The fields are MCP's: `read_only` is `readOnlyHint`, and so on; None is "not said".
+    A mounted server's annotations are hints only unless its entry says `trust: true` (DESIGN 3.7).
+    """
+
+    title: str | None = None
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
+    open_world: bool | None = None
+
+
 class ToolSpec(_Model):
     """A tool the agent's model can call."""
 
@@ -87,6 +101,7 @@ class ToolSpec(_Model):
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     source: str = "builtin"
     """`builtin`, `plugin`, or `mcp:<server>`."""
+    annotations: ToolAnnotations = Field(default_factory=ToolAnnotations)
 
 
 class DroppedTool(_Model):

@@ -32,7 +32,16 @@ from agent_server.mounts.input_schemas import schema_problem
 from agent_server.mounts.naming import mounted_tool_name, tool_selected
 from agent_server.mounts.transport import InProcessServer
 from agent_server.tools.base import ProgressCallback, error_result, unknown_tool
-from agent_server.types import ContentPart, DroppedTool, ImagePart, TextPart, ToolCall, ToolResult, ToolSpec
+from agent_server.types import (
+    ContentPart,
+    DroppedTool,
+    ImagePart,
+    TextPart,
+    ToolAnnotations,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -202,9 +211,29 @@ class MountManager:
                     dropped.append(DroppedTool(name=name, source=source, reason=f"its tool {tool.name!r}: {problem}"))
                     continue
                 description = tool.description or tool.title or ""
-                spec = ToolSpec(name=name, description=description, input_schema=tool.input_schema, source=source)
+                spec = ToolSpec(
+                    name=name,
+                    description=description,
+                    input_schema=tool.input_schema,
+                    source=source,
+                    annotations=_annotations(tool),
+                )
                 routes[name] = (spec, connection, tool.name)
         return routes, dropped
+
+
+def _annotations(tool: types.Tool) -> ToolAnnotations:
+    """The mounted tool's own annotations, kept as it sent them (whether to trust them is the gate's call)."""
+    hints = tool.annotations
+    if hints is None:
+        return ToolAnnotations(title=tool.title)
+    return ToolAnnotations(
+        title=hints.title or tool.title,
+        read_only=hints.read_only_hint,
+        destructive=hints.destructive_hint,
+        idempotent=hints.idempotent_hint,
+        open_world=hints.open_world_hint,
+    )
 
 
 def _route_problem(first: _Route | None, tool: types.Tool) -> str | None:

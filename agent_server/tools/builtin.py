@@ -36,7 +36,7 @@ from agent_server.errors import ToolFailure
 from agent_server.tools.arguments import ToolArguments, input_schema, parse_arguments
 from agent_server.tools.base import ProgressCallback, error_result, unknown_tool
 from agent_server.tools.patterns import compile_pattern
-from agent_server.types import ContentPart, ImagePart, TextPart, ToolCall, ToolResult, ToolSpec
+from agent_server.types import ContentPart, ImagePart, TextPart, ToolAnnotations, ToolCall, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -103,8 +103,11 @@ _DESCRIPTIONS = {
         "has a time limit: avoid patterns that backtrack heavily, such as nested repeats."
     ),
 }
+_READ_ONLY = ToolAnnotations(read_only=True, destructive=False, idempotent=True, open_world=False)
 SPECS: dict[str, ToolSpec] = {
-    name: ToolSpec(name=name, description=description, input_schema=input_schema(ARGUMENTS[name]))
+    name: ToolSpec(
+        name=name, description=description, input_schema=input_schema(ARGUMENTS[name]), annotations=_READ_ONLY
+    )
     for name, description in _DESCRIPTIONS.items()
 }
 
