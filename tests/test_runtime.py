@@ -86,3 +86,26 @@ print(sorted(m for m in sys.modules if m.startswith("agent_server.mounts") or m 
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "['agent_server.mounts', 'agent_server.mounts.config']"  # the settings' entry model
+
+
+def test_prepare_loads_the_turn_code_and_opens_the_store_before_any_call(tmp_path: Path) -> None:
+    """`prepare()` does the first call's loading ahead; a turn that does not search never imports `regex`."""
+    code = f"""
+import sys, anyio
+from pathlib import Path
+from agent_server import AgentRuntime, Settings
+from agent_server.runtime import TURN_MODULES
+from agent_server.testing import ScriptedLLM
+async def main():
+    settings = Settings(workspace={str(tmp_path)!r}, state_dir={str(tmp_path / "state")!r})
+    llm = ScriptedLLM([{{"tool_calls": [{{"name": "list_dir", "arguments": {{}}}}]}}, {{"content": "ok"}}])
+    async with AgentRuntime(settings, llm=llm) as runtime:
+        before = [m for m in TURN_MODULES if m in sys.modules], Path(settings.state_path, "state.db").exists()
+        await runtime.prepare()
+        after = [m for m in TURN_MODULES if m not in sys.modules], Path(settings.state_path, "state.db").exists()
+        assert (await runtime.run_turn("x")).status == "completed"
+    print(before, after, "regex" in sys.modules)
+anyio.run(main)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "([], False) ([], True) False"

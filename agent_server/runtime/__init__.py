@@ -25,6 +25,7 @@ without connection identity, which never has a current session. No MCP types her
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.to_thread
 
 from agent_server.errors import InvalidArgument, SessionNotFound
 from agent_server.events import EventIds, EventSink
@@ -181,6 +183,18 @@ class AgentRuntime:
     async def _close_store(self) -> None:
         if self._parts is not None:
             await self._parts.store.close()
+
+    async def prepare(self) -> None:
+        """Load the turn machinery and open the store now rather than at the first call that needs them.
+
+        The imports run in a worker thread, so a front door can call this in the background as it starts
+        (the MCP server does) and go on answering the handshake meanwhile. Idempotent.
+
+        Raises:
+            StoreError: the store cannot be opened (a later call tries again).
+        """
+        await anyio.to_thread.run_sync(_import_turn_code)
+        await self._ready()
 
     async def _ready(self) -> _Parts:
         """The store and the tools, opened and built by the first call that needs them.
@@ -444,6 +458,21 @@ def _marked(parts: _Parts, connection: str | None, session: SessionInfo) -> Sess
     """`session` with `active` telling whether it is `connection`'s current session."""
     active = parts.current.get(connection) == session.session_id
     return session if session.active == active else session.model_copy(update={"active": active})
+
+
+TURN_MODULES = (
+    "agent_server.agent.turns",
+    "agent_server.store.sqlite",
+    "agent_server.tools.builtin",
+    "agent_server.tools.registry",
+)
+"""What the first turn imports (with what they import): loaded ahead by `prepare`."""
+
+
+def _import_turn_code() -> None:
+    """Import what the first turn needs (in a worker thread: imports take tens of ms)."""
+    for name in TURN_MODULES:
+        importlib.import_module(name)
 
 
 def _ignore(_what: str) -> None:

@@ -1,18 +1,23 @@
 """The MCP front door: an SDK low-level `Server` over an `AgentRuntime`, serving both protocol eras.
 
 `create_server(settings)` checks the settings at once (a bad model or mount entry fails here, not at
-the first call). The server's lifespan is the runtime's: mounted servers start in the background
-and everything else loads on the first `tools/call`, which imports the handlers (the one lazy
-boundary), so that starting and listing tools cost no more than the SDK itself. `tools/list` is
-served from the generated `tools.json`.
+the first call). The server's lifespan is the runtime's: mounted servers start in the background;
+the handlers, the turn machinery and the store load once the client has listed the tools
+(`_prepare_after`, in worker threads) or at the first `tools/call`, whichever comes first, so that
+starting and listing tools cost no more than the SDK itself. `tools/list` is served from the
+generated `tools.json`.
 """
 
 from __future__ import annotations
 
+import importlib
+import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
@@ -25,6 +30,8 @@ if TYPE_CHECKING:
     from agent_server.llm.base import LLMClient
     from agent_server.runtime import InProcessServer
 
+logger = logging.getLogger(__name__)
+
 SERVER_NAME = "agent-server"
 INSTRUCTIONS = (
     "agent-server runs an LLM agent over this workspace. Call run_turn with a prompt to run one agent "
@@ -32,15 +39,41 @@ INSTRUCTIONS = (
     "compact summarises old history."
 )
 Context = ServerRequestContext[AgentRuntime, Any]
+PREPARE_DELAY_S = 0.01
+"""After the first `tools/list` answer, how long to wait before preparing the runtime (`_prepare_after`)."""
 
 
-def _lifespan(runtime: AgentRuntime) -> Callable[[Server[AgentRuntime]], AbstractAsyncContextManager[AgentRuntime]]:
+def _lifespan(
+    runtime: AgentRuntime, listed: anyio.Event
+) -> Callable[[Server[AgentRuntime]], AbstractAsyncContextManager[AgentRuntime]]:
     @asynccontextmanager
     async def lifespan(_server: Server[AgentRuntime]) -> AsyncGenerator[AgentRuntime]:
-        async with runtime:
+        async with runtime, anyio.create_task_group() as tg:
+            tg.start_soon(_prepare_after, listed, runtime)
             yield runtime
+            tg.cancel_scope.cancel()
 
     return lifespan
+
+
+async def _prepare_after(listed: anyio.Event, runtime: AgentRuntime) -> None:
+    """Once the client has listed the tools, load the handlers and the turn machinery and open the store.
+
+    Hosts list the tools right after the handshake and call one later (when the user asks), so the first
+    call finds everything loaded. Not earlier: the imports run in worker threads but hold the GIL, and
+    would slow the handshake and `tools/list` answers down; `PREPARE_DELAY_S` lets that answer be
+    written first. A call that arrives before is served as before (it loads what it needs itself), and
+    a store that cannot be opened is left to the calls to report.
+    """
+    from agent_server.errors import StoreError
+
+    await listed.wait()
+    await anyio.sleep(PREPARE_DELAY_S)
+    await anyio.to_thread.run_sync(importlib.import_module, "agent_server.server.handlers")
+    try:
+        await runtime.prepare()
+    except StoreError as exc:
+        logger.debug("preparing the runtime: %s", exc)
 
 
 def create_server(
@@ -58,8 +91,10 @@ def create_server(
         ConfigError: the settings name a provider or mounts that cannot be built.
     """
     runtime = AgentRuntime(settings, llm=llm, in_process_mounts=in_process_mounts)
+    listed = anyio.Event()
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        listed.set()
         return types.ListToolsResult(tools=wire_tools())
 
     async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -73,7 +108,7 @@ def create_server(
         SERVER_NAME,
         version=_version(),
         instructions=INSTRUCTIONS,
-        lifespan=_lifespan(runtime),
+        lifespan=_lifespan(runtime, listed),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

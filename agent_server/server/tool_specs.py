@@ -5,7 +5,8 @@ Each model's JSON Schema is the tool's `inputSchema`/`outputSchema` and is check
 Parameters reject unknown keys so that a misspelt argument is an error, not silently ignored.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile every annotation string at import
+# (about 6 ms of the first call). Annotations are evaluated as written.
 
 from typing import Any, Literal
 
@@ -40,7 +41,12 @@ _DETAIL_HELP = (
 
 
 class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Deferred: a model's validator is built on its first use, not when the handlers are imported.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(defer_build=True)
 
 
 class RunTurnParams(_Params):
@@ -88,7 +94,7 @@ class SessionListParams(_Params):
     limit: int = Field(default=50, ge=1, le=MAX_PAGE)
 
 
-class SessionListResult(BaseModel):
+class SessionListResult(_Result):
     sessions: list[SessionInfo]
     next_cursor: str | None = None
 
@@ -105,14 +111,14 @@ class SessionGetParams(_Params):
     detail: Detail = Field(default="summary", description="How much of each turn: " + _DETAIL_HELP)
 
 
-class HistoryEntry(BaseModel):
+class HistoryEntry(_Result):
     seq: int
     turn_id: str | None
     archived: bool
     message: Message
 
 
-class ToolCallLine(BaseModel):
+class ToolCallLine(_Result):
     """One inner tool call in a turn summary; its result stays in the turn's full record."""
 
     round: int
@@ -127,7 +133,7 @@ def _full_only(description: str) -> Any:
     return Field(default=None, exclude_if=lambda v: v is None, description=description + " (detail `full` only)")
 
 
-class TurnResult(BaseModel):
+class TurnResult(_Result):
     """A turn as results carry it (DESIGN 3.4.1): a summary whose size does not grow with the tools' results,
     or with detail `full` the whole record."""
 
@@ -152,7 +158,7 @@ class TurnResult(BaseModel):
     transitions: list[Transition] | None = _full_only("The loop's state transitions")
 
     @classmethod
-    def of(cls, record: TurnRecord, detail: Detail) -> TurnResult:
+    def of(cls, record: TurnRecord, detail: Detail) -> "TurnResult":
         summary = record.model_dump(exclude=_FULL_ONLY | {"tool_calls"})
         lines = [
             ToolCallLine(
@@ -176,7 +182,7 @@ _FULL_ONLY = {"prompt", "trace", "assistant_turns", "tool_rounds", "transitions"
 class ToolError(BaseModel):
     """The structuredContent of every tool's error results; each tool's outputSchema allows it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     error: ErrorInfo
 
@@ -200,7 +206,7 @@ class SessionForkParams(_Params):
     title: str | None = Field(default=None, max_length=200)
 
 
-class SessionDeleteResult(BaseModel):
+class SessionDeleteResult(_Result):
     session_id: str
     deleted: bool
 
@@ -209,7 +215,7 @@ class AgentToolsParams(_Params):
     pass
 
 
-class MountState(BaseModel):
+class MountState(_Result):
     name: str
     transport: str
     state: str
@@ -217,7 +223,7 @@ class MountState(BaseModel):
     tool_count: int = 0
 
 
-class AgentToolsResult(BaseModel):
+class AgentToolsResult(_Result):
     tools: list[ToolSpec]
     servers: list[MountState]
     dropped: list[DroppedTool] = Field(

@@ -25,18 +25,19 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import anyio.from_thread
 import anyio.to_thread
-import regex
 from pydantic import Field
 
 from agent_server.errors import ToolFailure
 from agent_server.tools.arguments import ToolArguments, input_schema, parse_arguments
 from agent_server.tools.base import ProgressCallback, error_result, unknown_tool
-from agent_server.tools.patterns import compile_pattern
 from agent_server.types import ContentPart, ImagePart, TextPart, ToolAnnotations, ToolCall, ToolResult, ToolSpec
+
+if TYPE_CHECKING:
+    import regex
 
 logger = logging.getLogger(__name__)
 
@@ -250,6 +251,8 @@ class WorkspaceToolset:
         return {**described, "type": "other"}
 
     def _search_text(self, args: SearchTextArguments) -> _Output:
+        from agent_server.tools.patterns import compile_pattern  # the `regex` package: 6 ms, only for searches
+
         pattern = args.pattern
         compiled = compile_pattern(pattern)
         raw = args.path
