@@ -73,9 +73,24 @@ def estimate_message_tokens(messages: Iterable[Message]) -> int:
 
 def estimate_tool_tokens(tools: Sequence[ToolSpec]) -> int:
     """Estimated tokens of the tool schemas sent with a request (their JSON length / 4)."""
-    if not tools:
-        return 0
-    return estimate_tokens(json.dumps([tool.model_dump(mode="json") for tool in tools], ensure_ascii=False))
+    return sum(_tool_tokens(tool) for tool in tools)
+
+
+_TOOL_TOKENS: dict[int, tuple[ToolSpec, int]] = {}
+"""Each spec's estimate by identity (the spec is kept, so its id is not reused while cached): the registry
+hands out the same spec objects turn after turn, and dumping every schema each turn is measurable."""
+_TOOL_TOKENS_KEPT = 1024
+
+
+def _tool_tokens(tool: ToolSpec) -> int:
+    cached = _TOOL_TOKENS.get(id(tool))
+    if cached is not None and cached[0] is tool:
+        return cached[1]
+    if len(_TOOL_TOKENS) >= _TOOL_TOKENS_KEPT:
+        _TOOL_TOKENS.clear()  # bounded: specs of servers that changed their tools are dropped with the rest
+    tokens = estimate_tokens(json.dumps(tool.model_dump(mode="json"), ensure_ascii=False))
+    _TOOL_TOKENS[id(tool)] = (tool, tokens)
+    return tokens
 
 
 def build_prompt_parts(workspace: Path | None, config_prompt: str | None) -> list[PromptPart]:

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
@@ -58,6 +59,8 @@ from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, Te
 from agent_server.types import ToolCall, Usage
 
 STREAM_CHUNK_CHARS = 16
+CALLS_KEPT = 1000
+"""How many requests `ScriptedLLM.calls` keeps (the newest)."""
 """Streamed chunks are runs of whole words of at least this many characters (the last may be shorter)."""
 
 
@@ -124,10 +127,11 @@ class _Step:
         expected = entry.expect_contains
         self.expect: tuple[str, ...] = (expected,) if isinstance(expected, str) else tuple(expected or ())
 
-    def response(self, call_ids: list[str]) -> ModelResponse:
+    def response(self, call_ids: list[str], model: str) -> ModelResponse:
         entry = self.entry
         usage = entry.usage or ScriptedUsage()
         return ModelResponse(
+            model=model,
             text=entry.content,
             tool_calls=[_tool_call(spec, call_id) for spec, call_id in zip(entry.tool_calls, call_ids, strict=True)],
             reasoning=entry.reasoning,
@@ -143,7 +147,8 @@ class ScriptedLLM:
     """An `LLMClient` that answers from a script, in order.
 
     Attributes:
-        calls: every request seen, in order, including those that then failed.
+        calls: the requests seen, in order, including those that then failed (the last `CALLS_KEPT`:
+            a script that repeats or cycles can serve a long-running server).
     """
 
     name = "script"
@@ -170,7 +175,7 @@ class ScriptedLLM:
         self.source = source
         self.when_exhausted: ExhaustionPolicy = when_exhausted
         self.total = len(entries)
-        self.calls: list[ModelRequest] = []
+        self.calls: deque[ModelRequest] = deque(maxlen=CALLS_KEPT)
         self._steps = [_Step(index, entry) for index, entry in enumerate(entries)]
         self._used = 0  # model calls answered (or failed) so far
         self._tool_calls = 0  # tool calls answered so far, for the generated ids
@@ -225,7 +230,7 @@ class ScriptedLLM:
         step = self._next_step()
         if step is None:
             raise ModelError(f"script exhausted: all {self.total} responses used ({self.source}); {_EXHAUSTED_HINT}")
-        response = step.response(self._next_call_ids(step))
+        response = step.response(self._next_call_ids(step), request.model or self.name)
         _check_expectations(step, request)
         if step.entry.delay_s > 0:
             await anyio.sleep(step.entry.delay_s)
@@ -234,7 +239,7 @@ class ScriptedLLM:
                 await on_text(chunk)
         if step.entry.error is not None:
             raise ModelError(step.entry.error.message)
-        return response.model_copy(update={"model": request.model or self.name})
+        return response
 
     def _next_step(self) -> _Step | None:
         """The step for this call, consumed; None when the script is exhausted and should fail."""
