@@ -2,10 +2,12 @@
 
 Entering it (`async with MountManager(configs) as mounts`, or `await tg.start(mounts.run)`) starts
 every enabled server concurrently in the background and returns at once; `list_tools()` offers what
-is ready by then. Tools are named `<prefix>__<tool>` (see `naming.py`) with `source="mcp:<server>"`.
-A tool is dropped, with the reason listed by `dropped()`, when its name is already taken (after
-sanitising, or across prefixes that nest: the server configured first keeps the name) or when its
-input schema is invalid (`input_schemas.py`); the other tools are offered as usual.
+is ready by then. Each server is a `ServerToolset` (its selected tools under their own names, with
+`source="mcp:<server>"`) wrapped in a `PrefixedToolset` that names them `<prefix>__<tool>` (see
+`naming.py`); the manager merges those. A tool is dropped, with the reason listed by `dropped()`,
+when its input schema is invalid (`input_schemas.py`) or its name is already taken (after
+sanitising, or across prefixes that nest: the server configured first keeps the name); the other
+tools are offered as usual.
 A server that crashed keeps offering its last known tools, so that the model can still call them: the
 call restarts the server (see `connection.py`). Leaving it stops every server and leaves no child
 process behind; each stdio server gets `stop_grace_s` to exit after its stdin closes, then its
@@ -14,10 +16,12 @@ process group is terminated, so shutdown takes about `stop_grace_s` + 0.5 s at w
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -32,6 +36,7 @@ from agent_server.mounts.input_schemas import schema_problem
 from agent_server.mounts.naming import mounted_tool_name, tool_selected
 from agent_server.mounts.transport import InProcessServer
 from agent_server.tools.base import ProgressCallback, error_result, unknown_tool
+from agent_server.tools.wrappers import PrefixedToolset
 from agent_server.types import (
     ContentPart,
     DroppedTool,
@@ -48,9 +53,6 @@ logger = logging.getLogger(__name__)
 _SHUTDOWN_SLACK_S = 3.0
 DEFAULT_RESULT_MAX_BYTES = 256 * 1024
 """`Settings.mount_result_max_bytes` by default."""
-
-_Route = tuple[ToolSpec, MountConnection, str]
-"""A mounted tool: (its spec, its server's connection, the server's own name of it)."""
 
 
 class MountManager:
@@ -95,10 +97,13 @@ class MountManager:
             )
             for config in configs
         }
+        self._servers = {
+            name: (server, PrefixedToolset(server, functools.partial(mounted_tool_name, connection.config.tool_prefix)))
+            for name, connection in self._connections.items()
+            for server in [ServerToolset(connection, result_max_bytes=result_max_bytes)]
+        }
+        self._merge_cache: _Merged | None = None
         self._tg: anyio.abc.TaskGroup | None = None
-        self._route_cache: tuple[list[tuple[bool, list[types.Tool]]], dict[str, _Route], list[DroppedTool]] | None = (
-            None
-        )
 
     @property
     def connections(self) -> Mapping[str, MountConnection]:
@@ -151,14 +156,14 @@ class MountManager:
 
     def states(self) -> list[dict[str, Any]]:
         """Each server's `name`, `transport` (`stdio`/`http`), `state`, `error` and `tool_count` (tools offered)."""
-        offered = [connection for _, connection, _ in self._routes().values()]
+        offered = [server for server, _ in self._merged().routes.values()]
         return [
             {
                 "name": c.name,
                 "transport": c.config.transport,
                 "state": c.state,
                 "error": c.error,
-                "tool_count": offered.count(c),
+                "tool_count": offered.count(c.name),
             }
             for c in self._connections.values()
         ]
@@ -167,59 +172,124 @@ class MountManager:
 
     async def list_tools(self) -> list[ToolSpec]:
         """The tools of the servers that are ready (or crashed and restartable), filtered and prefixed."""
-        return [spec for spec, _, _ in self._routes().values()]
+        return self._merged().specs
 
     def dropped(self) -> list[DroppedTool]:
         """The servers' tools not offered (a name clash, an invalid input schema), with the reasons."""
-        self._routes()
-        assert self._route_cache is not None
-        return list(self._route_cache[2])
+        return list(self._merged().dropped)
 
     async def call_tool(self, call: ToolCall, *, on_progress: ProgressCallback | None = None) -> ToolResult:
-        route = self._routes().get(call.name)
+        route = self._merged().routes.get(call.name)
         if route is None:
             return unknown_tool(call)
-        _, connection, tool = route
+        return await route[1].call_tool(call, on_progress=on_progress)
+
+    def _merged(self) -> _Merged:
+        """Every server's prefixed tools in one list; merged again only when a server's tools changed."""
+        offers = [
+            (name, prefixed, prefixed.offer(server.specs())) for name, (server, prefixed) in self._servers.items()
+        ]
+        cached = self._merge_cache
+        if cached is not None and all(a is b for a, b in zip(cached.offers, (o for _, _, o in offers), strict=True)):
+            return cached
+        self._merge_cache = _merge(offers)
+        return self._merge_cache
+
+
+_Offer = tuple[str, PrefixedToolset, list[ToolSpec]]
+"""A server's name, its prefixed toolset and what that offers now."""
+
+
+@dataclass(frozen=True)
+class _Merged:
+    offers: list[list[ToolSpec]]
+    specs: list[ToolSpec]
+    routes: dict[str, tuple[str, PrefixedToolset]]
+    """Agent-side name -> (server name, the server's prefixed toolset)."""
+    dropped: list[DroppedTool]
+
+
+def _merge(offers: list[_Offer]) -> _Merged:
+    """The servers' tools as one list: a name two servers offer (prefixes can nest) stays the first's."""
+    routes: dict[str, tuple[str, PrefixedToolset]] = {}
+    specs: list[ToolSpec] = []
+    dropped: list[DroppedTool] = []
+    for server, prefixed, offered in offers:
+        dropped += prefixed.dropped()
+        for spec in offered:
+            first = routes.get(spec.name)
+            if first is not None:
+                taken = f"the name is already taken by 'mcp:{first[0]}' (its tool {first[1].inner_name(spec.name)!r})"
+                reason = f"its tool {prefixed.inner_name(spec.name)!r}: {taken}"
+                dropped.append(DroppedTool(name=spec.name, source=spec.source, reason=reason))
+                continue
+            routes[spec.name] = (server, prefixed)
+            specs.append(spec)
+    return _Merged(offers=[o for _, _, o in offers], specs=specs, routes=routes, dropped=dropped)
+
+
+class ServerToolset:
+    """One mounted server's tools under their own names. Implements `Toolset` and `DropsTools`.
+
+    Offers the server's current tools that its entry's `include`/`exclude` select and whose input schema is
+    valid (the others are dropped with the reason); `specs()` returns the same list object until the
+    server's tool list changes, so the wrappers above it redo nothing.
+    """
+
+    def __init__(self, connection: MountConnection, *, result_max_bytes: int) -> None:
+        self._connection = connection
+        self._result_max_bytes = result_max_bytes
+        self._key: tuple[bool, list[types.Tool]] | None = None
+        self._specs: list[ToolSpec] = []
+        self._dropped: list[DroppedTool] = []
+
+    def specs(self) -> list[ToolSpec]:
+        connection = self._connection
+        # A connection replaces its `tools` list when it changes, so identity tells whether anything did.
+        key = (connection.state == "stopped", connection.tools)
+        if self._key is None or self._key[0] != key[0] or self._key[1] is not key[1]:
+            self._key = key
+            self._specs, self._dropped = ([], []) if key[0] else _server_specs(connection)
+        return self._specs
+
+    async def list_tools(self) -> list[ToolSpec]:
+        return self.specs()
+
+    def dropped(self) -> list[DroppedTool]:
+        return list(self._dropped)
+
+    async def call_tool(self, call: ToolCall, *, on_progress: ProgressCallback | None = None) -> ToolResult:
         try:
-            result = await connection.call_tool(tool, call.arguments, on_progress=on_progress)
+            result = await self._connection.call_tool(call.name, call.arguments, on_progress=on_progress)
         except ToolFailure as exc:
             return error_result(call, exc.message)
         return to_tool_result(call.id, call.name, result, max_bytes=self._result_max_bytes)
 
-    def _routes(self) -> dict[str, _Route]:
-        """Tool name -> its route; rebuilt only when a tool list changes."""
-        # A connection replaces its `tools` list when it changes, so identity tells whether anything did.
-        key = [(c.state == "stopped", c.tools) for c in self._connections.values()]
-        cached = self._route_cache
-        if cached is not None and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(cached[0], key, strict=True)):
-            return cached[1]
-        routes, dropped = self._build_routes()
-        self._route_cache = (key, routes, dropped)
-        return routes
 
-    def _build_routes(self) -> tuple[dict[str, _Route], list[DroppedTool]]:
-        routes: dict[str, _Route] = {}
-        dropped: list[DroppedTool] = []
-        for connection in self._connections.values():
-            if connection.state == "stopped":
-                continue
-            for tool in _offered(connection):
-                name = mounted_tool_name(connection.config.tool_prefix, tool.name)
-                problem = _route_problem(routes.get(name), tool)
-                source = f"mcp:{connection.name}"
-                if problem is not None:
-                    dropped.append(DroppedTool(name=name, source=source, reason=f"its tool {tool.name!r}: {problem}"))
-                    continue
-                description = tool.description or tool.title or ""
-                spec = ToolSpec(
-                    name=name,
-                    description=description,
-                    input_schema=tool.input_schema,
-                    source=source,
-                    annotations=_annotations(tool),
-                )
-                routes[name] = (spec, connection, tool.name)
-        return routes, dropped
+def _server_specs(connection: MountConnection) -> tuple[list[ToolSpec], list[DroppedTool]]:
+    specs: list[ToolSpec] = []
+    dropped: list[DroppedTool] = []
+    source = f"mcp:{connection.name}"
+    config = connection.config
+    for tool in connection.tools:
+        if not tool_selected(tool.name, config.include, config.exclude):
+            continue
+        problem = schema_problem(tool.input_schema)
+        if problem is not None:
+            dropped.append(DroppedTool(name=tool.name, source=source, reason=f"its tool {tool.name!r}: {problem}"))
+            continue
+        description = tool.description or tool.title or ""
+        annotations = _annotations(tool)
+        specs.append(
+            ToolSpec(
+                name=tool.name,
+                description=description,
+                input_schema=tool.input_schema,
+                source=source,
+                annotations=annotations,
+            )
+        )
+    return specs, dropped
 
 
 def _annotations(tool: types.Tool) -> ToolAnnotations:
@@ -234,18 +304,6 @@ def _annotations(tool: types.Tool) -> ToolAnnotations:
         idempotent=hints.idempotent_hint,
         open_world=hints.open_world_hint,
     )
-
-
-def _route_problem(first: _Route | None, tool: types.Tool) -> str | None:
-    """Why `tool` cannot be offered under its name (`first`: the route already holding that name)."""
-    if first is not None:
-        return f"the name is already taken by 'mcp:{first[1].name}' (its tool {first[2]!r})"
-    return schema_problem(tool.input_schema)
-
-
-def _offered(connection: MountConnection) -> list[types.Tool]:
-    config = connection.config
-    return [tool for tool in connection.tools if tool_selected(tool.name, config.include, config.exclude)]
 
 
 def _check_unique(configs: Sequence[MountConfig]) -> None:
