@@ -35,11 +35,13 @@ class ToolRegistry:
     def __init__(self, toolsets: Sequence[Toolset]) -> None:
         self._combined = CombinedToolset(toolsets)
         self._offered: Toolset = self._combined
-        self._routes: dict[str, Toolset] = {}
+        self._routes: dict[str, Toolset | None] = {}
+        """The names of the last listing -> their owner once one was called."""
 
     async def list_tools(self) -> list[ToolSpec]:
         specs = await self._offered.list_tools()
-        self._routes = {spec.name: _owner(self._offered, spec.name) for spec in specs}
+        # Owners are found when a name is called (few are), not for every tool at every listing.
+        self._routes = {spec.name: None for spec in specs}
         return specs
 
     async def refresh(self) -> list[ToolSpec]:
@@ -61,10 +63,10 @@ class ToolRegistry:
         return view
 
     async def call_tool(self, call: ToolCall, *, on_progress: ProgressCallback | None = None) -> ToolResult:
-        owner = self._routes.get(call.name)
+        owner = self._owner_of(call.name)
         if owner is None:
             await self.list_tools()
-            owner = self._routes.get(call.name)
+            owner = self._owner_of(call.name)
         if owner is None:
             return unknown_tool(call)
         started = time.perf_counter()
@@ -77,6 +79,15 @@ class ToolRegistry:
             message = f"tool {call.name!r} failed with an internal error ({type(exc).__name__}); see the server log"
             result = error_result(call, message)
         return result.model_copy(update={"duration_s": time.perf_counter() - started})
+
+    def _owner_of(self, name: str) -> Toolset | None:
+        """The toolset that runs `name`, if the last listing offered it."""
+        if name not in self._routes:
+            return None
+        owner = self._routes[name]
+        if owner is None:
+            owner = self._routes[name] = _owner(self._offered, name)
+        return owner
 
 
 def _owner(toolset: Toolset, name: str) -> Toolset:
