@@ -80,6 +80,8 @@ class ToolsOptions(BaseModel):
     """Offer `run_command`."""
     command_timeout_s: float = Field(default=120, gt=0, le=86_400)
     """Default and largest time limit of one `run_command`; its `timeout_s` argument may only shorten it."""
+    command_kill_grace_s: float = Field(default=1.0, ge=0, le=60)
+    """A stopped command's process group gets SIGTERM, then SIGKILL this long after."""
     command_output_max_bytes: int = Field(default=64 * 1024, ge=256)
     """Each of a command's stdout and stderr keeps at most this much (its head and tail), with a note."""
     edit_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1)

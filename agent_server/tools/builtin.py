@@ -166,6 +166,7 @@ class WorkspaceToolset:
                 environ=os.environ if environ is None else environ,
                 timeout_s=options.command_timeout_s,
                 output_max_bytes=options.command_output_max_bytes,
+                kill_grace_s=options.command_kill_grace_s,
             )
             self._tools["run_command"] = _Tool(runner.spec, RunCommandArguments, runner.run_command)
 

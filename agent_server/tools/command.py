@@ -36,8 +36,6 @@ from agent_server.tools.workspace import Output, WorkspacePaths
 from agent_server.types import TextPart, ToolAnnotations, ToolSpec
 
 SHELL = "/bin/sh"
-KILL_GRACE_S = 1.0
-"""Between SIGTERM and SIGKILL of the command's process group."""
 _DRAIN_S = 0.5
 """After the group is gone, how long output still held open (by an escaped process) is read."""
 
@@ -108,7 +106,7 @@ class CommandRunner:
         environ: Mapping[str, str],
         timeout_s: float,
         output_max_bytes: int,
-        kill_grace_s: float = KILL_GRACE_S,
+        kill_grace_s: float,
     ) -> None:
         self._paths = paths
         self._env = minimal_environment(environ)
@@ -139,6 +137,10 @@ class CommandRunner:
         finally:
             with anyio.CancelScope(shield=True):
                 await wait_exit(process, self._grace_s)
+                for stream in (process.stdout, process.stderr):
+                    if stream is not None:
+                        with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                            await stream.aclose()
                 release_pipes(process)
         report = _report(process.returncode, stdout, stderr)
         if not exited:
