@@ -187,3 +187,18 @@ async def test_write_tools_are_off_by_default(ws: Path) -> None:
     result = await call(plain, "write_file", path="x.txt", content="x")
     failed(result, "unknown tool")
     assert not (ws / "x.txt").exists()
+
+
+async def test_a_write_that_fails_on_the_disk_leaves_the_old_file_whole(
+    tools: WorkspaceToolset, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("agent_server.tools.writes.os.fsync", disk_full)
+    target = ws / "src" / "mod.py"
+    before = target.read_bytes()
+    failed(await call(tools, "write_file", path="src/mod.py", content="new text"), "No space left on device")
+    failed(await call(tools, "edit_file", path="src/mod.py", old_text="def g", new_text="def h"), "No space left")
+    assert target.read_bytes() == before
+    assert not temporaries(ws)
