@@ -116,6 +116,8 @@ class CommandRunner:
         self.spec = command_spec(timeout_s)
 
     async def run_command(self, args: RunCommandArguments) -> Output:
+        if "\x00" in args.command:
+            raise ToolFailure("command contains a NUL character")
         cwd = self._paths.resolve(args.cwd or ".")
         if not cwd.is_dir():
             raise ToolFailure(f"cwd {args.cwd!r} is not a directory")

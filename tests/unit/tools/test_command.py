@@ -95,6 +95,11 @@ async def test_a_cwd_outside_the_workspace_or_not_a_directory_is_refused(ws: Pat
     assert not (tmp_path / "outside" / "made-here").exists() and not (ws / "made-here").exists()
 
 
+async def test_a_command_with_a_nul_character_is_an_error_result(ws: Path) -> None:
+    result = await run(make_tools(ws), "echo a\x00b")
+    assert result.is_error and "NUL character" in result.text()
+
+
 async def test_the_environment_is_minimal_and_has_no_api_key(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
     monkeypatch.setenv("SOME_TOKEN", "also-secret")
