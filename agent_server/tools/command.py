@@ -23,9 +23,11 @@ import signal
 import subprocess
 from collections.abc import Mapping
 from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import Field
 
@@ -118,18 +120,18 @@ class CommandRunner:
     async def run_command(self, args: RunCommandArguments) -> Output:
         if "\x00" in args.command:
             raise ToolFailure("command contains a NUL character")
-        cwd = self._paths.resolve(args.cwd or ".")
-        if not cwd.is_dir():
-            raise ToolFailure(f"cwd {args.cwd!r} is not a directory")
+        cwd = await anyio.to_thread.run_sync(self._directory, args.cwd or ".", abandon_on_cancel=True)
         limit = min(args.timeout_s or self._timeout_s, self._timeout_s)
         stdout, stderr = CappedOutput(self._max_bytes), CappedOutput(self._max_bytes)
-        process = await anyio.open_process(
-            [SHELL, "-c", args.command],
-            cwd=cwd,
-            env=self._env,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        # Shielded: a cancel while asyncio still connects the pipes would lose a child that already runs.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                [SHELL, "-c", args.command],
+                cwd=cwd,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         try:
             exited = await self._run(process, limit, stdout, stderr)
         except BaseException:  # cancelled: the group never outlives the call
@@ -154,6 +156,13 @@ class CommandRunner:
             "stderr_bytes": stderr.total,
         }
         return [TextPart(text=report)], structured
+
+    def _directory(self, raw: str) -> Path:
+        """The real directory `raw` leads to (blocking: resolving stats the disk)."""
+        cwd = self._paths.resolve(raw)
+        if not cwd.is_dir():
+            raise ToolFailure(f"cwd {raw!r} is not a directory")
+        return cwd
 
     async def _run(self, process: Process, limit: float, stdout: CappedOutput, stderr: CappedOutput) -> bool:
         """Read the output until the shell exits or `limit` passes; whether it exited by itself."""
