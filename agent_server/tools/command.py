@@ -123,15 +123,7 @@ class CommandRunner:
         cwd = await anyio.to_thread.run_sync(self._directory, args.cwd or ".", abandon_on_cancel=True)
         limit = min(args.timeout_s or self._timeout_s, self._timeout_s)
         stdout, stderr = CappedOutput(self._max_bytes), CappedOutput(self._max_bytes)
-        # Shielded: a cancel while asyncio still connects the pipes would lose a child that already runs.
-        with anyio.CancelScope(shield=True):
-            process = await anyio.open_process(
-                [SHELL, "-c", args.command],
-                cwd=cwd,
-                env=self._env,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+        process = await self._spawn(args.command, cwd)
         try:
             exited = await self._run(process, limit, stdout, stderr)
         except BaseException:  # cancelled: the group never outlives the call
@@ -156,6 +148,14 @@ class CommandRunner:
             "stderr_bytes": stderr.total,
         }
         return [TextPart(text=report)], structured
+
+    async def _spawn(self, command: str, cwd: Path) -> Process:
+        # Shielded: a cancel while asyncio still connects the pipes would lose a child that already runs.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                [SHELL, "-c", command], cwd=cwd, env=self._env, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        return process  # pyright: ignore[reportPossiblyUnboundVariable] - a shield swallows nothing
 
     def _directory(self, raw: str) -> Path:
         """The real directory `raw` leads to (blocking: resolving stats the disk)."""
