@@ -171,3 +171,28 @@ async def test_run_command_is_off_by_default(ws: Path) -> None:
     result = await run(tools, "touch made-here")
     assert result.is_error and "unknown tool" in result.text()
     assert not (ws / "made-here").exists()
+
+
+async def test_a_cancel_while_the_child_is_being_spawned_still_kills_it(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child runs before `open_process` returns (asyncio still connects its pipes): a cancel must not lose it."""
+    real_open_process = anyio.open_process
+    spawned = anyio.Event()
+    pids: list[int] = []
+
+    async def slow_to_connect(*args: Any, **kwargs: Any) -> Any:
+        process = await real_open_process(*args, **kwargs)
+        pids.append(process.pid)
+        spawned.set()
+        await anyio.sleep(0.2)  # the pipe set-up that follows the spawn, made long enough to cancel in
+        return process
+
+    monkeypatch.setattr("agent_server.tools.command.anyio.open_process", slow_to_connect)
+    tools = make_tools(ws)
+    with anyio.fail_after(15):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, tools, "sleep 1000")
+            await spawned.wait()
+            tg.cancel_scope.cancel()
+        await assert_gone(pids)
