@@ -30,6 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="config file (JSON or TOML)")
     parser.add_argument("--llm", help="model provider: openai:MODEL, sampling or script:PATH")
     parser.add_argument("--mcp-config", type=Path, help="MCP servers to mount (Claude Desktop/Cursor/VS Code JSON)")
+    parser.add_argument(
+        "--allow-write", action="store_true", default=None, help="offer the write_file and edit_file tools"
+    )
+    parser.add_argument("--allow-exec", action="store_true", default=None, help="offer the run_command tool")
     parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio", help="default: stdio")
     parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
@@ -39,19 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from agent_server.settings import load_settings
-
     try:
-        settings = load_settings(
-            config_file=args.config,
-            overrides={
-                "workspace": args.workspace,
-                "state_dir": args.state_dir,
-                "llm": args.llm,
-                "log_level": args.log_level,
-                "mcp_config": args.mcp_config,
-            },
-        )
+        settings = settings_from_args(args)
     except ConfigError as exc:
         sys.stderr.write(f"agent-server: {exc.message}\n")
         return EXIT_CONFIG
@@ -59,6 +52,27 @@ def main(argv: list[str] | None = None) -> int:
         level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     return _serve(settings, args)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """The config file with the flags over it (a flag not given leaves the file's value).
+
+    Raises:
+        ConfigError: a value is invalid.
+    """
+    from agent_server.settings import load_settings
+
+    return load_settings(
+        config_file=args.config,
+        overrides={
+            "workspace": args.workspace,
+            "state_dir": args.state_dir,
+            "llm": args.llm,
+            "log_level": args.log_level,
+            "mcp_config": args.mcp_config,
+            "tools": {"write": args.allow_write, "exec": args.allow_exec},
+        },
+    )
 
 
 def _serve(settings: Settings, args: argparse.Namespace) -> int:

@@ -65,6 +65,29 @@ class OpenAIOptions(BaseModel):
     `<tool_call>` tags) naming offered tools becomes those calls; for local models that do this."""
 
 
+class ToolsOptions(BaseModel):
+    """The built-in tools that change things (`write_file`, `edit_file`, `run_command`) and their bounds.
+
+    Both kinds are off unless enabled here or by `--allow-write` / `--allow-exec`; when off, their tools
+    are not offered to the model at all.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    write: bool = False
+    """Offer `write_file` and `edit_file`."""
+    exec: bool = False
+    """Offer `run_command`."""
+    command_timeout_s: float = Field(default=120, gt=0, le=86_400)
+    """Default and largest time limit of one `run_command`; its `timeout_s` argument may only shorten it."""
+    command_kill_grace_s: float = Field(default=1.0, ge=0, le=60)
+    """A stopped command's process group gets SIGTERM, then SIGKILL this long after."""
+    command_output_max_bytes: int = Field(default=64 * 1024, ge=256)
+    """Each of a command's stdout and stderr keeps at most this much (its head and tail), with a note."""
+    edit_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    """`edit_file` refuses files larger than this (it holds the whole file in memory)."""
+
+
 class _Choice(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -141,6 +164,7 @@ class Settings(BaseModel):
     search_max_matches: int = Field(default=200, ge=1)
     search_timeout_s: float = Field(default=10.0, gt=0, le=600)
     """Time limit of one `search_text` (its regex matching included); past it the model gets an error result."""
+    tools: ToolsOptions = Field(default_factory=ToolsOptions)
     openai: OpenAIOptions = Field(default_factory=OpenAIOptions)
     mcp_servers: dict[str, MountConfig] = Field(default_factory=dict[str, MountConfig], alias="mcpServers")
     """External MCP servers to mount, by name: the `mcpServers` entries as Claude Desktop, Cursor or VS Code
@@ -237,12 +261,28 @@ def load_settings(
     values: dict[str, Any] = read_config_file(config_file) if config_file else {}
     if config_file:
         _resolve_relative_to(values, config_file.parent)
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    _merge(values, overrides or {})
     try:
         return Settings.model_validate(values, context={"environ": os.environ if environ is None else environ})
     except ValidationError as exc:
         problems = "; ".join(_problem(e["loc"], e["msg"]) for e in exc.errors())
         raise ConfigError(f"invalid settings: {problems}") from exc
+
+
+def _merge(values: dict[str, Any], overrides: Mapping[str, Any]) -> None:
+    """Overrides (None ignored) into `values`; a nested object (`tools`) is merged key by key, not replaced."""
+    for key, value in overrides.items():
+        current = values.get(key)
+        if isinstance(value, Mapping) and isinstance(current, dict):
+            merged = dict(cast(dict[str, Any], current))
+            _merge(merged, cast(Mapping[str, Any], value))
+            values[key] = merged
+        elif isinstance(value, Mapping):
+            given = {k: v for k, v in cast(Mapping[str, Any], value).items() if v is not None}
+            if given:
+                values[key] = given
+        elif value is not None:
+            values[key] = value
 
 
 def _problem(loc: tuple[int | str, ...], message: str) -> str:

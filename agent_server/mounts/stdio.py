@@ -32,9 +32,9 @@ import mcp_types as types
 from anyio.abc import AsyncResource, Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client._transport import TransportStreams
-from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
+from agent_server.child_process import release_pipes, terminate_group, wait_exit
 from agent_server.mounts.lines import LineAssembler, LineTooLong
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,6 @@ stderr_logger = logging.getLogger("agent_server.mounts.stderr")
 _WRITER_FLUSH_S = 0.5
 _REAP_S = 2.0
 _STDERR_DRAIN_S = 0.2
-_POLL_S = 0.01
 _MAX_STDERR_LINE = 4096
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """The longest JSON-RPC line a mounted stdio server may write (one message); longer ends the connection."""
@@ -89,7 +88,7 @@ class StdioProcess:
         """Wait at most `timeout` for the child to exit; its exit status, or None if it is still running."""
         if self._process is None:
             return None
-        await _wait_exit(self._process, timeout)
+        await wait_exit(self._process, timeout)
         return self._process.returncode
 
     def stderr_tail(self) -> str:
@@ -212,16 +211,12 @@ class StdioProcess:
         """Close stdin, give the child `stop_grace_s`, then SIGTERM/SIGKILL its whole process group."""
         assert process.stdin is not None and process.stdout is not None
         await _close(process.stdin)
-        await _wait_exit(process, self._stop_grace_s)
-        await terminate_posix_process_tree(process, self._kill_grace_s)  # returns at once if the group is gone
-        if not await _wait_exit(process, _REAP_S):
+        await wait_exit(process, self._stop_grace_s)
+        await terminate_group(process, self._kill_grace_s)  # returns at once if the group is gone
+        if not await wait_exit(process, _REAP_S):
             logger.warning("mounted server %r (pid %d) survived SIGKILL; abandoning it", self.name, process.pid)
         await _close(process.stdout)
-        transport = getattr(getattr(process, "_process", None), "_transport", None)
-        close = getattr(transport, "close", None)
-        if callable(close):  # else asyncio warns at GC while a survivor holds a pipe
-            with suppress(PermissionError):
-                close()
+        release_pipes(process)
 
 
 def _parse_line(name: str, line: str) -> SessionMessage | Exception:
@@ -241,14 +236,6 @@ async def _drain(process: Process) -> None:
     ):
         while True:
             await process.stdout.receive()
-
-
-async def _wait_exit(process: Process, timeout: float) -> bool:
-    """Poll `returncode` (not `wait()`: on asyncio that also waits for pipe EOF, which a grandchild can hold)."""
-    with anyio.move_on_after(timeout):
-        while process.returncode is None:  # noqa: ASYNC110 - nothing to wait on but the returncode
-            await anyio.sleep(_POLL_S)
-    return process.returncode is not None
 
 
 async def _close(stream: AsyncResource) -> None:

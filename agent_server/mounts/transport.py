@@ -1,7 +1,7 @@
 """Opening an `mcp.Client` to a mounted server: stdio, Streamable HTTP, or in-process (tests).
 
-A stdio server gets a minimal environment (`MINIMAL_ENV_KEYS` from the agent server's environment,
-when set) plus its entry's `env`, never the rest of the agent server's environment (API keys and
+A stdio server gets a minimal environment (`agent_server.child_process`: a few variables from the agent
+server's environment, when set) plus its entry's `env`, never the rest of the agent server's environment (API keys and
 other secrets). Its stderr goes to the agent server's log (see `stdio.py`).
 """
 
@@ -22,20 +22,20 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
+from agent_server.child_process import minimal_environment
 from agent_server.mounts.config import MountConfig
 from agent_server.mounts.stdio import StdioProcess
 
 InProcessServer = Server[Any] | MCPServer
 
-MINIMAL_ENV_KEYS = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "SHELL", "TMPDIR")
-"""What a stdio server inherits from the agent server's environment; its entry's `env` is added."""
 MAX_TOOL_PAGES = 1000
 HTTP_TIMEOUT = httpx2.Timeout(30, read=300)
 """Connect/write/pool 30 s; reads 300 s (a response stream stays open); calls have their own timeout."""
 
 
 def stdio_environment(config: MountConfig, environ: Mapping[str, str]) -> dict[str, str]:
-    return {key: environ[key] for key in MINIMAL_ENV_KEYS if key in environ} | config.env
+    """The minimal environment with the entry's `env` added."""
+    return minimal_environment(environ) | config.env
 
 
 def client_info() -> types.Implementation:

@@ -224,6 +224,9 @@ class AgentRuntime:
             read_max_bytes=settings.read_file_max_bytes,
             search_max_matches=settings.search_max_matches,
             search_timeout_s=settings.search_timeout_s,
+            options=settings.tools,
+            state_dir=settings.state_path,
+            environ=self._environ,
         )
         toolsets = [workspace] if mounts is None else [workspace, mounts]
         return _Parts(

@@ -1,9 +1,10 @@
-"""Built-in workspace tools: `read_file`, `list_dir` and `search_text`, confined to the workspace.
+"""Built-in workspace tools: `read_file`, `list_dir` and `search_text`, confined to the workspace,
+and the registration of the tools that change things (`writes.py`, `command.py`), off by default.
 
 Every path argument is relative to the workspace root (an absolute path inside it is accepted too).
-A path is judged by where it really leads: it is resolved, following `..` and symlinks at every
-component, and a path whose target lies outside the root is refused with an error result naming
-it, never clamped. Blocking file I/O runs in a worker thread that is abandoned on cancellation,
+A path is judged by where it really leads (`workspace.py`): it is resolved, following `..` and
+symlinks at every component, and a path whose target lies outside the root is refused with an error
+result naming it, never clamped. Blocking file I/O runs in a worker thread that is abandoned on cancellation,
 so a cancelled turn does not wait for a slow disk or a long search.
 
 `search_text` patterns come from the model, and a file the agent reads can plant one, so a match must
@@ -23,7 +24,8 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -32,8 +34,14 @@ import anyio.to_thread
 from pydantic import Field
 
 from agent_server.errors import ToolFailure
+from agent_server.settings import ToolsOptions
 from agent_server.tools.arguments import ToolArguments, input_schema, parse_arguments
 from agent_server.tools.base import ProgressCallback, error_result, unknown_tool
+from agent_server.tools.command import CommandRunner, RunCommandArguments
+from agent_server.tools.workspace import PATH_HELP, Output, WorkspacePaths
+from agent_server.tools.writes import ARGUMENTS as WRITE_ARGUMENTS
+from agent_server.tools.writes import SPECS as WRITE_SPECS
+from agent_server.tools.writes import FileWriter
 from agent_server.types import ContentPart, ImagePart, TextPart, ToolAnnotations, ToolCall, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
@@ -59,25 +67,20 @@ _IMAGE_MAGIC = {
     b"GIF89a": "image/gif",
 }
 
-_Output = tuple[list[ContentPart], dict[str, Any]]
-
-
-_PATH_HELP = "Path relative to the workspace root (an absolute path inside the workspace also works)."
-
 
 class ReadFileArguments(ToolArguments):
-    path: str = Field(description=_PATH_HELP)
+    path: str = Field(description=PATH_HELP)
     offset: int = Field(1, ge=1, description="First line to return (1-based); default 1.")
     limit: int | None = Field(None, ge=1, description="Maximum number of lines to return; default all.")
 
 
 class ListDirArguments(ToolArguments):
-    path: str = Field(".", description=_PATH_HELP)
+    path: str = Field(".", description=PATH_HELP)
 
 
 class SearchTextArguments(ToolArguments):
     pattern: str = Field(description="Python regular expression (re module syntax), matched per line.")
-    path: str = Field(".", description="File or directory to search. " + _PATH_HELP)
+    path: str = Field(".", description="File or directory to search. " + PATH_HELP)
     glob: str | None = Field(None, description="Only search files whose name or relative path matches, e.g. '*.py'.")
 
 
@@ -113,8 +116,23 @@ SPECS: dict[str, ToolSpec] = {
 }
 
 
+@dataclass(frozen=True)
+class _Tool:
+    """One offered tool: what the model sees, how its arguments are checked, and what runs it."""
+
+    spec: ToolSpec
+    arguments: type[ToolArguments]
+    run: Callable[[Any], Awaitable[Output]]
+    """Takes an instance of `arguments` (Any: each tool has its own model)."""
+
+
 class WorkspaceToolset:
-    """The built-in tools over one workspace root. Implements `Toolset`."""
+    """The built-in tools over one workspace root. Implements `Toolset`.
+
+    The read tools are always offered; `write_file`/`edit_file` (`writes.py`) when `options.write` is
+    on, `run_command` (`command.py`) when `options.exec` is on. A tool that is off is not listed, and a
+    call of it is answered as an unknown tool.
+    """
 
     def __init__(
         self,
@@ -123,64 +141,57 @@ class WorkspaceToolset:
         read_max_bytes: int,
         search_max_matches: int,
         search_timeout_s: float = SEARCH_TIMEOUT_S,
+        options: ToolsOptions | None = None,
+        state_dir: Path | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
-        self._root = workspace.expanduser().resolve()
+        """`state_dir` is refused to the write tools; `environ` is where `run_command`'s minimal one comes from."""
+        options = options or ToolsOptions()
+        self._paths = WorkspacePaths(workspace)
         self._read_max = read_max_bytes
         self._max_matches = search_max_matches
         self._search_timeout_s = search_timeout_s
-        # Any: each handler takes its own tool's arguments model (`ARGUMENTS`).
-        self._handlers: dict[str, Callable[[Any], _Output]] = {
+        reads: dict[str, Callable[[Any], Output]] = {
             "read_file": self._read_file,
             "list_dir": self._list_dir,
             "search_text": self._search_text,
         }
+        self._tools = {name: _Tool(SPECS[name], ARGUMENTS[name], _in_thread(run)) for name, run in reads.items()}
+        if options.write:
+            writer = FileWriter(self._paths, state_dir=state_dir, edit_max_bytes=options.edit_max_bytes)
+            for name, run in (("write_file", writer.write_file), ("edit_file", writer.edit_file)):
+                self._tools[name] = _Tool(WRITE_SPECS[name], WRITE_ARGUMENTS[name], _in_thread(run))
+        if options.exec:
+            runner = CommandRunner(
+                self._paths,
+                environ=os.environ if environ is None else environ,
+                timeout_s=options.command_timeout_s,
+                output_max_bytes=options.command_output_max_bytes,
+                kill_grace_s=options.command_kill_grace_s,
+            )
+            self._tools["run_command"] = _Tool(runner.spec, RunCommandArguments, runner.run_command)
 
     async def list_tools(self) -> list[ToolSpec]:
-        return list(SPECS.values())
+        return [tool.spec for tool in self._tools.values()]
 
     async def call_tool(self, call: ToolCall, *, on_progress: ProgressCallback | None = None) -> ToolResult:
-        arguments = ARGUMENTS.get(call.name)
-        if arguments is None:
+        tool = self._tools.get(call.name)
+        if tool is None:
             return unknown_tool(call)
-        handler = self._handlers[call.name]
         try:
-            args = parse_arguments(call.name, arguments, call.arguments)
-            content, structured = await anyio.to_thread.run_sync(handler, args, abandon_on_cancel=True)
+            args = parse_arguments(call.name, tool.arguments, call.arguments)
+            content, structured = await tool.run(args)
         except ToolFailure as exc:
             return error_result(call, exc.message)
         except OSError as exc:
-            return error_result(call, f"{call.name} failed: {self._describe_os_error(exc)}")
+            return error_result(call, f"{call.name} failed: {self._paths.describe_os_error(exc)}")
         return ToolResult(call_id=call.id, name=call.name, content=content, structured=structured)
 
-    def _resolve(self, raw: str) -> Path:
-        """The real path `raw` leads to; ToolFailure when it is outside the workspace."""
-        if "\x00" in raw:
-            raise ToolFailure(f"path {raw!r} contains a NUL character")
-        candidate = Path(raw)
-        if not candidate.is_absolute():
-            candidate = self._root / candidate
-        try:
-            resolved = candidate.resolve()
-        except (OSError, RuntimeError) as exc:  # a symlink loop: RuntimeError before 3.13
-            raise ToolFailure(f"cannot resolve path {raw!r}: {exc}") from exc
-        if not resolved.is_relative_to(self._root):
-            raise ToolFailure(f"path {raw!r} is outside the workspace")
-        return resolved
-
-    def _rel(self, path: Path) -> str:
-        return path.relative_to(self._root).as_posix() or "."
-
-    def _describe_os_error(self, exc: OSError) -> str:
-        reason = exc.strerror or str(exc)
-        if isinstance(exc.filename, str) and Path(exc.filename).is_relative_to(self._root):
-            return f"{self._rel(Path(exc.filename))!r}: {reason}"
-        return reason
-
-    def _read_file(self, args: ReadFileArguments) -> _Output:
+    def _read_file(self, args: ReadFileArguments) -> Output:
         raw = args.path
-        path = self._resolve(raw)
+        path = self._paths.resolve(raw)
         size = _regular_file_size(raw, path)
-        base: dict[str, Any] = {"path": self._rel(path), "size": size}
+        base: dict[str, Any] = {"path": self._paths.rel(path), "size": size}
         with path.open("rb") as handle:
             head = handle.read(_SNIFF_BYTES)
             mime = _sniff_image(head)
@@ -201,7 +212,7 @@ class WorkspaceToolset:
             content.append(TextPart(text=f"[truncated: file is {size} bytes; read with offset/limit]"))
         return content, {**base, "lines_returned": lines, "truncated": truncated}
 
-    def _image_output(self, raw: str, handle: BinaryIO, base: dict[str, Any], mime: str) -> _Output:
+    def _image_output(self, raw: str, handle: BinaryIO, base: dict[str, Any], mime: str) -> Output:
         size: int = base["size"]
         if size > self._read_max:
             raise ToolFailure(f"image {raw!r} is {size} bytes, over the read limit of {self._read_max} bytes")
@@ -213,9 +224,9 @@ class WorkspaceToolset:
         ]
         return content, {**base, "lines_returned": 0, "truncated": False, "mime_type": mime}
 
-    def _list_dir(self, args: ListDirArguments) -> _Output:
+    def _list_dir(self, args: ListDirArguments) -> Output:
         raw = args.path
-        path = self._resolve(raw)
+        path = self._paths.resolve(raw)
         if not path.exists():
             raise ToolFailure(f"directory not found: {raw!r}")
         if not path.is_dir():
@@ -228,7 +239,7 @@ class WorkspaceToolset:
             lines.append("[empty directory]")
         if len(found) > LIST_DIR_MAX_ENTRIES:
             lines.append(f"[showing the first {LIST_DIR_MAX_ENTRIES} of {len(found)} entries]")
-        structured = {"path": self._rel(path), "entries": entries, "truncated": len(found) > LIST_DIR_MAX_ENTRIES}
+        structured = {"path": self._paths.rel(path), "entries": entries, "truncated": len(found) > LIST_DIR_MAX_ENTRIES}
         return [TextPart(text="\n".join(lines))], structured
 
     def _describe_entry(self, entry: os.DirEntry[str]) -> dict[str, Any]:
@@ -237,7 +248,7 @@ class WorkspaceToolset:
         try:
             if entry.is_symlink():
                 target = Path(entry.path).resolve()
-                if not target.is_relative_to(self._root) or not target.exists():
+                if not target.is_relative_to(self._paths.root) or not target.exists():
                     return described
                 info = target.stat()
             else:
@@ -250,13 +261,13 @@ class WorkspaceToolset:
             return {**described, "type": "file", "size": info.st_size}
         return {**described, "type": "other"}
 
-    def _search_text(self, args: SearchTextArguments) -> _Output:
+    def _search_text(self, args: SearchTextArguments) -> Output:
         from agent_server.tools.patterns import compile_pattern  # the `regex` package: 6 ms, only for searches
 
         pattern = args.pattern
         compiled = compile_pattern(pattern)
         raw = args.path
-        root = self._resolve(raw)
+        root = self._paths.resolve(raw)
         if not root.exists():
             raise ToolFailure(f"path not found: {raw!r}")
         glob = args.glob
@@ -269,14 +280,14 @@ class WorkspaceToolset:
         if capped:
             lines.append(f"[capped at {self._max_matches} matches; narrow the pattern, path or glob]")
         matches = [{"path": rel, "line": number, "text": _clip(text)} for rel, number, text in found]
-        structured = {"pattern": pattern, "path": self._rel(root), "matches": matches, "truncated": capped}
+        structured = {"pattern": pattern, "path": self._paths.rel(root), "matches": matches, "truncated": capped}
         return [TextPart(text="\n".join(lines))], structured
 
     def _matches(self, compiled: regex.Pattern[str], root: Path, glob: str | None) -> Iterator[tuple[str, int, str]]:
         deadline = time.monotonic() + self._search_timeout_s
         for shown, real in self._walk(root):
             anyio.from_thread.check_cancelled()  # an abandoned search stops at the next file
-            rel = self._rel(shown)
+            rel = self._paths.rel(shown)
             if glob is not None and not _glob_matches(glob, rel, shown.relative_to(root).as_posix()):
                 continue
             for number, line in enumerate(self._searchable_lines(real), start=1):
@@ -311,7 +322,7 @@ class WorkspaceToolset:
                     real = shown.resolve() if shown.is_symlink() else shown
                 except (OSError, RuntimeError):  # a symlink loop
                     continue
-                if real.is_relative_to(self._root):
+                if real.is_relative_to(self._paths.root):
                     yield shown, real
 
     def _searchable_lines(self, path: Path) -> list[str]:
@@ -400,3 +411,12 @@ def _glob_matches(glob: str, *paths: str) -> bool:
 
 def _clip(line: str) -> str:
     return line if len(line) <= MATCH_LINE_MAX_CHARS else line[:MATCH_LINE_MAX_CHARS] + "…"
+
+
+def _in_thread(run: Callable[[Any], Output]) -> Callable[[Any], Awaitable[Output]]:
+    """A blocking tool run in a worker thread, abandoned on cancellation (the turn does not wait for it)."""
+
+    async def in_thread(args: Any) -> Output:
+        return await anyio.to_thread.run_sync(run, args, abandon_on_cancel=True)
+
+    return in_thread

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_server.cli import EXIT_CONFIG, main
+from agent_server.cli import EXIT_CONFIG, build_parser, main, settings_from_args
 from agent_server.errors import ConfigError
 from agent_server.settings import OpenAIModel, SamplingModel, ScriptModel, load_settings
 
@@ -79,3 +79,16 @@ def test_the_mcp_config_file_joins_the_config_servers_and_a_name_twice_is_refuse
     assert list(both.mcp_servers) == ["web", "fs"]
     with pytest.raises(ConfigError, match="'fs' is configured twice"):
         load_settings(overrides={"mcpServers": {"fs": {"command": "x"}}, "mcp_config": file})
+
+
+def test_allow_flags_enable_the_tools_and_keep_the_config_files_other_tool_settings(tmp_path: Path) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text("[tools]\nexec = true\ncommand_timeout_s = 5\n")
+    plain = settings_from_args(build_parser().parse_args(["--workspace", str(tmp_path)]))
+    assert (plain.tools.write, plain.tools.exec) == (False, False)
+    from_file = settings_from_args(build_parser().parse_args(["--config", str(config), "--allow-write"]))
+    assert (from_file.tools.write, from_file.tools.exec, from_file.tools.command_timeout_s) == (True, True, 5)
+    both = settings_from_args(build_parser().parse_args(["--allow-write", "--allow-exec"]))
+    assert (both.tools.write, both.tools.exec) == (True, True)
+    with pytest.raises(ConfigError, match=r"tools\.command_timeout_s"):
+        load_settings(overrides={"tools": {"command_timeout_s": 0}})
