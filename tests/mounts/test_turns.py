@@ -15,7 +15,8 @@ async def test_a_turn_lists_a_directory_through_the_filesystem_server(filesystem
     root = (tmp_path / "shared").resolve()
     root.mkdir()
     (root / "quarterly-report.md").write_text("numbers")
-    servers = {"fs": {"command": "node", "args": [str(filesystem_server), str(root)]}}
+    # A trusted server's read-only tool runs without approval (nobody could be asked here).
+    servers = {"fs": {"command": "node", "args": [str(filesystem_server), str(root)], "trust": True}}
     script = [
         {"tool_calls": [{"name": "fs__list_directory", "arguments": {"path": str(root)}}]},
         {"expect_contains": "[FILE] quarterly-report.md", "content": "There is a quarterly report."},
@@ -37,7 +38,11 @@ async def test_long_running_progress_reaches_the_outer_caller(
     script = [{"tool_calls": [call]}, {"expect_contains": "Long running operation completed", "content": "done"}]
     progress = Progress()
     async with connect(
-        tmp_path, script, mode=mode, settings=make_settings(tmp_path, mcpServers=servers), timeout=30
+        tmp_path,
+        script,
+        mode=mode,
+        settings=make_settings(tmp_path, mcpServers=servers, approvals={"default": "allow"}),
+        timeout=30,
     ) as h:
         result = await h.call("run_turn", {"prompt": "run the long operation"}, progress_callback=progress)
     assert result.structured_content["status"] == "completed", result.structured_content
