@@ -135,6 +135,7 @@ class ApprovalGate:
     on_record: Callable[[ApprovalRecord], None]
     _remembered: set[str] | None = field(default=None, init=False)
     _loading: anyio.Lock = field(default_factory=anyio.Lock, init=False)
+    _forwarder: _Forwarder | None = field(default=None, init=False)
 
     @property
     def policy(self) -> ApprovalSettings:
@@ -167,8 +168,11 @@ class ApprovalGate:
         return (*await self._ask(call, spec, self.channel), self.channel.name)
 
     def forwarder(self) -> _Forwarder | None:
-        """The way a mounted server's elicitation reaches this turn's user, bounded; None without a channel."""
-        return None if self.channel is None else _Forwarder(self.channel, self.policy.timeout_s)
+        """The way a mounted server's elicitation reaches this turn's user, bounded; None without a channel.
+        One per turn: a mounted server tells the turns it could ask apart by it."""
+        if self.channel is not None and self._forwarder is None:
+            self._forwarder = _Forwarder(self.channel, self.policy.timeout_s)
+        return self._forwarder
 
     async def _spec(self, name: str) -> ToolSpec | None:
         if name not in self.known:
@@ -242,4 +246,3 @@ class _Forwarder:
             return DECLINED
         logger.info("an elicitation of MCP server %r got no answer within %g s", request.server, self.timeout_s)
         return DECLINED
-

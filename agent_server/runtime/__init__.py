@@ -54,9 +54,9 @@ from agent_server.types import (
 
 if TYPE_CHECKING:
     from agent_server.agent.context import AgentDeps
-    from agent_server.approvals import ApprovalChannel
     from agent_server.agent.current_sessions import CurrentSessions
     from agent_server.agent.locks import SessionLocks
+    from agent_server.approvals import ApprovalChannel
     from agent_server.llm.base import LLMClient
     from agent_server.llm.sampling import SamplingRequester
     from agent_server.mounts.toolset import MountManager

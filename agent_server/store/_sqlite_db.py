@@ -72,7 +72,11 @@ CREATE TABLE approvals (
 ) WITHOUT ROWID;
 """
 """Version 3 remembers `allow_session` approvals: one row per (session, agent-side tool name)."""
-_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2, _V2_TO_V3]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
+_MIGRATIONS = [
+    _SCHEMA_V1,
+    _V1_TO_V2,
+    _V2_TO_V3,
+]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
