@@ -86,9 +86,7 @@ async def test_the_filesystem_servers_write_needs_approval_and_its_reads_only_wh
     ]
     user = CountingUser()
     settings = make_settings(tmp_path, mcpServers=servers)
-    async with connect(
-        tmp_path, script, mode="legacy", settings=settings, timeout=30, elicitation_callback=user
-    ) as h:
+    async with connect(tmp_path, script, mode="legacy", settings=settings, timeout=30, elicitation_callback=user) as h:
         result = await h.call("run_turn", {"prompt": "write then read the notes", "detail": "full"})
     record = result.structured_content
     assert record["status"] == "completed", record
