@@ -12,8 +12,8 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp.client import ClientRequestContext
-from mcp.server.mcpserver import ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver import Elicit as ElicitForm
+from mcp.server.mcpserver import ElicitationResult, MCPServer, Resolve
 from pydantic import BaseModel
 
 from tests.interaction.harness import MODES, Harness, connect, make_settings
