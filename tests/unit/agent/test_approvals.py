@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import anyio
 import pytest
 
-from agent_server.agent.approvals import ApprovalGate, decide, masked_arguments, summarise
+from agent_server.agent.approvals import ApprovalGate, decide, masked_arguments, summarise, trusted_servers
 from agent_server.agent.tool_calls import run_tool_round
 from agent_server.approvals import (
     ApprovalRequest,
@@ -16,8 +17,9 @@ from agent_server.approvals import (
     ElicitationRequest,
     current_forwarder,
 )
+from agent_server.errors import ConfigError
 from agent_server.events import AgentEvent, EventIds
-from agent_server.settings import ApprovalSettings, Rule, Settings
+from agent_server.settings import ApprovalSettings, Rule, Settings, load_settings
 from agent_server.store.memory import MemoryStore
 from agent_server.tools.base import ProgressCallback
 from agent_server.types import ApprovalRecord, TextPart, ToolAnnotations, ToolCall, ToolResult, ToolSpec
@@ -245,3 +247,23 @@ async def test_a_call_runs_with_its_turns_elicitation_forwarder_bounded_by_the_t
         await run_tool_round(tools, [ToolCall(id="c", name="look")], tool_round=1, emit=emit, ids=ids, gate=gate)
     assert seen == [ElicitationAnswer("decline")]  # the channel never answered: declined after timeout_s
     assert current_forwarder() is None
+
+
+@pytest.mark.parametrize(
+    ("approvals", "where"),
+    [
+        ({"default": "maybe"}, "approvals.default"),
+        ({"tools": {"write_*": "sometimes"}}, "approvals.tools.write_*"),
+        ({"headless": "ask"}, "approvals.headless"),
+        ({"timeout_s": 0}, "approvals.timeout_s"),
+        ({"timeout": 5}, "approvals.timeout"),
+    ],
+)
+def test_a_bad_approvals_setting_is_refused_naming_the_key(approvals: dict[str, Any], where: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(where)):
+        load_settings(overrides={"approvals": approvals})
+
+
+def test_trust_is_a_mount_setting_that_defaults_to_false() -> None:
+    settings = load_settings(overrides={"mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "trust": True}}})
+    assert trusted_servers(settings) == {"b"}
