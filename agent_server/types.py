@@ -221,7 +221,8 @@ class ApprovalRecord(_Model):
     """One call the approval gate stopped at (DESIGN 3.7). Calls that need no approval, and calls the
     policy allows outright, are not recorded.
 
-    `decision`: the user's `allow_once`, `allow_session`, `deny` or `cancelled` (dismissed the question);
+    `decision`: the user's `allow_once`, `allow_session`, `deny` or `cancelled` (dismissed the question, or
+    the turn was cancelled or timed out while it waited);
     `remembered` (an earlier `allow_session` of this session: not asked); `timeout` (no answer within
     `approvals.timeout_s`); `error` (the channel failed); `no_channel` (nobody could be asked: denied by
     `approvals.headless`); `headless_allow` (nobody could be asked: allowed by `approvals.headless`);

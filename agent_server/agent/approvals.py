@@ -133,6 +133,8 @@ class ApprovalGate:
     """The tools as offered now: looked up for a name the turn's own listing (`known`) lacks."""
     known: dict[str, ToolSpec]
     on_record: Callable[[ApprovalRecord], None]
+    on_asking: Callable[[str], Awaitable[None]] | None = None
+    """Told, before a question goes out, what the turn now waits for (a status line for the caller)."""
     _remembered: set[str] | None = field(default=None, init=False)
     _loading: anyio.Lock = field(default_factory=anyio.Lock, init=False)
     _forwarder: _Forwarder | None = field(default=None, init=False)
@@ -149,13 +151,25 @@ class ApprovalGate:
         if rule == "allow":
             return None
         start = anyio.current_time()
-        decision, why, channel = await self._settle(call, spec, rule)
-        latency = anyio.current_time() - start
-        record = ApprovalRecord(call_id=call.id, tool=call.name, channel=channel, decision=decision, latency_s=latency)
-        self.on_record(record)
+
+        def record(decision: ApprovalOutcome, channel: str) -> ApprovalRecord:
+            latency = anyio.current_time() - start
+            approval = ApprovalRecord(
+                call_id=call.id, tool=call.name, channel=channel, decision=decision, latency_s=latency
+            )
+            self.on_record(approval)
+            return approval
+
+        try:
+            decision, why, channel = await self._settle(call, spec, rule)
+        except anyio.get_cancelled_exc_class():  # the turn was cancelled or timed out while the user was asked
+            record("cancelled", self.channel.name if self.channel is not None else "none")
+            raise
+        if not record(decision, channel).allowed:
+            return f"{why}; the tool was not run"
         if decision == "allow_session":
             await self._remember(call.name)
-        return None if record.allowed else f"{why}; the tool was not run"
+        return None
 
     async def _settle(self, call: ToolCall, spec: ToolSpec, rule: Rule) -> tuple[ApprovalOutcome, str, str]:
         """The outcome, why (for the model, when not allowed), and the channel that settled it."""
@@ -195,6 +209,8 @@ class ApprovalGate:
             call_id=call.id,
         )
         timeout = self.policy.timeout_s
+        if self.on_asking is not None:
+            await self.on_asking(f"waiting for the user's approval of {call.name} (at most {timeout:g} s)")
         decision: Decision | None = None
         try:
             with anyio.move_on_after(timeout):

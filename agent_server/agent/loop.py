@@ -117,6 +117,7 @@ async def drive(
         on_record=state.add_approval,
     )
     run = _Run(deps=deps, request=request, state=state, emit=emit, tools=tools, gate=gate)
+    gate.on_asking = lambda message: run.status("executing_tools", message)
     await _prepare(run, history or await deps.store.load_history(state.record.session_id))
     phase: Phase = "sampling"
     step: NextStep = await _sample(run)

@@ -16,7 +16,7 @@ from mcp.server.mcpserver import Elicit as ElicitForm
 from mcp.server.mcpserver import ElicitationResult, MCPServer, Resolve
 from pydantic import BaseModel
 
-from tests.interaction.harness import MODES, Harness, connect, make_settings
+from tests.interaction.harness import MODES, Harness, Progress, connect, make_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -131,10 +131,24 @@ async def test_a_user_who_declines_keeps_the_call_from_running_and_the_model_rea
 async def test_a_user_who_never_answers_does_not_hang_the_turn(tmp_path: Path) -> None:
     user = User({"work__touch": "never"})
     script = [touching("a.txt"), {"expect_contains": "no answer to the approval request", "content": "gave up"}]
+    progress = Progress()
     async with _connect(tmp_path, script, "legacy", user) as h:  # bounded by the harness's fail_after
-        record = await _turn(h)
+        result = await h.call("run_turn", {"prompt": "touch it", "detail": "full"}, progress_callback=progress)
+    record = result.structured_content
+    assert record["status"] == "completed", record
     assert not (tmp_path / "out" / "a.txt").exists()
     assert _approvals(record) == [("elicitation", "timeout")]
+    assert "waiting for the user's approval of work__touch (at most 0.5 s)" in progress.messages
+
+
+async def test_a_turn_that_times_out_while_asking_records_the_ask_cancelled(tmp_path: Path) -> None:
+    user = User({"work__touch": "never"})
+    async with _connect(tmp_path, [touching("a.txt")], "legacy", user, timeout_s=3600) as h:
+        result = await h.call("run_turn", {"prompt": "touch it", "detail": "full", "timeout_s": 0.3})
+    record = result.structured_content
+    assert record["status"] == "timed_out", record
+    assert not (tmp_path / "out" / "a.txt").exists()
+    assert _approvals(record) == [("elicitation", "cancelled")]
 
 
 @pytest.mark.parametrize(("mode", "with_callback"), [("legacy", False), ("auto", False), ("auto", True)])
