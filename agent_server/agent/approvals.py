@@ -225,7 +225,11 @@ class ApprovalGate:
     async def _remembered_tools(self) -> set[str]:
         async with self._loading:  # the calls of a round check concurrently: load once
             if self._remembered is None:
-                self._remembered = set(await self.store.approved_tools(self.session_id))
+                try:
+                    self._remembered = set(await self.store.approved_tools(self.session_id))
+                except StoreError as exc:  # nothing counts as remembered: the user is asked (read again next call)
+                    logger.warning("could not read the approvals of session %s: %s", self.session_id, exc)
+                    return set()
         return self._remembered
 
     async def _remember(self, tool: str) -> None:
@@ -238,13 +242,16 @@ class ApprovalGate:
 
 def _outcome_of(tool: str, decision: Decision) -> _Outcome:
     reason = f": {one_line(decision.reason, SUMMARY_CHARS)}" if decision.reason else ""
-    match decision.choice:
-        case "allow_once" | "allow_session":
-            return decision.choice, ""
-        case "deny":
-            return "deny", f"the user denied {tool}{reason}"
-        case "cancel":
-            return "cancelled", f"the user dismissed the approval request for {tool}{reason}"
+    choice: str = decision.choice  # a channel of a third party may answer anything: only these four count
+    if choice == "allow_once":
+        return "allow_once", ""
+    if choice == "allow_session":
+        return "allow_session", ""
+    if choice == "deny":
+        return "deny", f"the user denied {tool}{reason}"
+    if choice == "cancel":
+        return "cancelled", f"the user dismissed the approval request for {tool}{reason}"
+    return "error", f"the approval channel answered {one_line(repr(choice), 40)}, which is not a decision"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -17,7 +17,7 @@ from agent_server.approvals import (
     ElicitationRequest,
     current_forwarder,
 )
-from agent_server.errors import ConfigError
+from agent_server.errors import ConfigError, StoreError
 from agent_server.events import AgentEvent, EventIds
 from agent_server.settings import ApprovalSettings, Rule, Settings, load_settings
 from agent_server.store.memory import MemoryStore
@@ -168,6 +168,11 @@ async def test_an_allowed_call_runs_and_a_read_only_one_is_never_asked() -> None
         (Decision("cancel"), "cancelled", "the user dismissed the approval request for touch; the tool was not run"),
         ("never", "timeout", "no answer to the approval request for touch within 0.2 s; the tool was not run"),
         (RuntimeError("pipe"), "error", "the approval request for touch failed (RuntimeError); the tool was not run"),
+        (
+            Decision(cast(Any, "maybe")),  # a channel that answers something else is not obeyed
+            "error",
+            "the approval channel answered 'maybe', which is not a decision; the tool was not run",
+        ),
     ],
 )
 async def test_a_call_not_allowed_is_not_run_and_the_model_reads_why(
@@ -214,6 +219,16 @@ async def test_allow_session_is_remembered_in_the_store_and_not_asked_again() ->
     other = (await store.create_session(title="o", metadata={})).session_id
     _, records, _ = await _round([touch("c3")], None, store=store, session_id=other)
     assert [r.decision for r in records] == ["no_channel"]  # remembered for that session only
+
+
+async def test_a_store_that_cannot_say_what_was_remembered_means_the_user_is_asked() -> None:
+    class Broken(MemoryStore):
+        async def approved_tools(self, session_id: str) -> frozenset[str]:
+            raise StoreError("disk on fire")
+
+    channel = Channel({"c1": Decision("allow_once")})
+    _, records, tools = await _round([touch("c1")], channel, store=Broken())
+    assert tools.ran == ["c1"] and [r.decision for r in records] == ["allow_once"]
 
 
 async def test_a_call_runs_with_its_turns_elicitation_forwarder_bounded_by_the_timeout() -> None:
