@@ -131,6 +131,30 @@ def parse_model_spec(spec: object) -> object:
     raise ValueError(f"unknown model {spec!r}: expected {MODEL_SPECS}")
 
 
+Rule = Literal["ask", "allow", "deny"]
+
+
+class ApprovalSettings(BaseModel):
+    """The approval gate's policy (DESIGN 3.7; decided by `agent_server.agent.approvals.decide`).
+
+    A call needs approval when its tool may change things: a built-in or plugin tool unless it says
+    `read_only`, a mounted tool unless it says `readOnlyHint` and its server entry says `trust: true`.
+    `tools` maps globs of agent-side tool names (`fnmatch`, e.g. `write_file`, `fs__*`) to a rule that
+    decides for every tool it matches, read-only or not; the most specific matching glob wins (an exact
+    name, else the one with the most literal characters; a tie goes to the stricter rule: deny, ask,
+    allow). A call that needs approval and matches no glob follows `default`. `ask` without a way to
+    ask (no channel) follows `headless`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    default: Rule = "ask"
+    tools: dict[str, Rule] = Field(default_factory=dict[str, Rule])
+    headless: Literal["allow", "deny"] = "deny"
+    timeout_s: float = Field(default=120, gt=0, le=3600)
+    """The longest one ask (or a mounted server's forwarded elicitation) waits for the user's answer."""
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -166,6 +190,7 @@ class Settings(BaseModel):
     """Time limit of one `search_text` (its regex matching included); past it the model gets an error result."""
     tools: ToolsOptions = Field(default_factory=ToolsOptions)
     openai: OpenAIOptions = Field(default_factory=OpenAIOptions)
+    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     mcp_servers: dict[str, MountConfig] = Field(default_factory=dict[str, MountConfig], alias="mcpServers")
     """External MCP servers to mount, by name: the `mcpServers` entries as Claude Desktop, Cursor or VS Code
     write them, then the `mcp_config` file's; `${VAR}` expanded and every entry checked when the settings load."""

@@ -202,6 +202,47 @@ class CompactionRecord(_Model):
     """Why the model summary failed, when `mode` is `fallback`."""
 
 
+ApprovalOutcome = Literal[
+    "allow_once",
+    "allow_session",
+    "remembered",
+    "deny",
+    "cancelled",
+    "timeout",
+    "error",
+    "no_channel",
+    "headless_allow",
+    "policy_deny",
+]
+"""How the gate settled a call that it did not simply let through (see `ApprovalRecord`)."""
+
+
+class ApprovalRecord(_Model):
+    """One call the approval gate stopped at (DESIGN 3.7). Calls that need no approval, and calls the
+    policy allows outright, are not recorded.
+
+    `decision`: the user's `allow_once`, `allow_session`, `deny` or `cancelled` (dismissed the question, or
+    the turn was cancelled or timed out while it waited);
+    `remembered` (an earlier `allow_session` of this session: not asked); `timeout` (no answer within
+    `approvals.timeout_s`); `error` (the channel failed); `no_channel` (nobody could be asked: denied by
+    `approvals.headless`); `headless_allow` (nobody could be asked: allowed by `approvals.headless`);
+    `policy_deny` (the policy denies the tool). Only the `allow_*`, `remembered` and `headless_allow`
+    calls ran. `channel`: the channel asked (`elicitation`, ...), or `session` (remembered), `none`
+    (no channel) or `policy`.
+    """
+
+    call_id: str
+    tool: str
+    channel: str
+    decision: ApprovalOutcome
+    latency_s: float = 0.0
+    """How long the gate held the call (the user's answer time, when asked)."""
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision in ("allow_once", "allow_session", "remembered", "headless_allow")
+
+
 class TurnRecord(_Model):
     turn_id: str
     session_id: str
@@ -214,6 +255,7 @@ class TurnRecord(_Model):
     transitions: list[Transition] = Field(default_factory=list[Transition])
     usage: Usage = Field(default_factory=Usage)
     compaction: CompactionRecord | None = None
+    approvals: list[ApprovalRecord] = Field(default_factory=list[ApprovalRecord])
     error: ErrorInfo | None = None
     trace: TraceMode = "standard"
     model: str | None = None

@@ -36,6 +36,13 @@ def mount_config(path: Path) -> Path:
     return path
 
 
+def allow_mounted(path: Path) -> list[str]:
+    """The `--config` flags of a settings file letting the fake's tools run without approval (none can be
+    asked over a raw client; DESIGN 3.7): these benches measure the call, not the gate."""
+    path.write_text(json.dumps({"approvals": {"tools": {f"{PREFIX}__*": "allow"}}}), encoding="utf-8")
+    return ["--config", str(path)]
+
+
 def mounted(tool: str) -> str:
     return f"{PREFIX}__{tool}"
 

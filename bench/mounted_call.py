@@ -55,6 +55,7 @@ from _jsonrpc import (  # noqa: E402
 from _mount_common import (  # noqa: E402
     FAKE_SERVER,
     MODE,
+    allow_mounted,
     direct_client,
     mount_config,
     mounted,
@@ -154,7 +155,9 @@ async def run(rounds: int, warmup: int, turns: int, progress: bool) -> dict[str,
         workspace.mkdir()
         script = write_script(tmp / "script.json", script_for(plan, turns))
         config = mount_config(tmp / "mcp.json")
-        agent_cmd = agent_argv(workspace, tmp / "state", script, "--mcp-config", str(config))
+        agent_cmd = agent_argv(
+            workspace, tmp / "state", script, "--mcp-config", str(config), *allow_mounted(tmp / "settings.json")
+        )
         raw_cmd = [sys.executable, str(FAKE_SERVER)]
         async with (
             RpcServer.spawn(agent_cmd, tmp, name="agent-server") as agent,

@@ -23,7 +23,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _jsonrpc import RpcServer, agent_argv, vm_rss_kib, write_script  # noqa: E402
-from _mount_common import PREFIX, mounted, wait_mount_ready  # noqa: E402
+from _mount_common import PREFIX, allow_mounted, mounted, wait_mount_ready  # noqa: E402
 
 FLOOD_SERVER = Path(__file__).resolve().parent / "_flood_server.py"
 
@@ -48,7 +48,7 @@ async def measure(size: int) -> dict[str, Any]:
                 {"content": "done"},
             ],
         )
-        argv = agent_argv(workspace, state, script, "--mcp-config", str(config))
+        argv = agent_argv(workspace, state, script, "--mcp-config", str(config), *allow_mounted(root / "settings.json"))
         async with RpcServer.spawn(argv, root, name="agent-server") as agent:
             await wait_mount_ready(agent)
             await agent.call_tool("run_turn", {"prompt": "warm up"})

@@ -60,6 +60,7 @@ from _jsonrpc import (  # noqa: E402
 )
 from _mount_common import (  # noqa: E402
     MODE,
+    allow_mounted,
     direct_client,
     mount_config,
     mounted,
@@ -161,7 +162,9 @@ async def run(rounds: int, warmup: int, n: int) -> dict[str, Any]:
         workspace.mkdir()
         script = write_script(tmp / "script.json", script_for(warmup + rounds, n))
         config = mount_config(tmp / "mcp.json")
-        agent_cmd = agent_argv(workspace, tmp / "state", script, "--mcp-config", str(config))
+        agent_cmd = agent_argv(
+            workspace, tmp / "state", script, "--mcp-config", str(config), *allow_mounted(tmp / "settings.json")
+        )
         async with RpcServer.spawn(agent_cmd, tmp, name="agent-server") as agent, direct_client() as client:
             await wait_mount_ready(agent)
             rss["start_mib"] = rss_mib(agent.pid)

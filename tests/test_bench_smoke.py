@@ -152,6 +152,16 @@ FIRST_TURN_LABELS = [
 ]
 ONE_ROUND = ["--rounds", "1", "--warmup", "0"]
 # Each issue-6 and issue-12 figure's script with tiny sizes, and the labels its text output must contain.
+APPROVAL_GATE_LABELS = [
+    "an allowed call through the approval gate",
+    "gate off (read-only tool), per turn (median):",
+    "remembered allow_session, per turn (median):",
+    "asked, answered allow_once at once, per turn (median):",
+    "ratio (remembered / off):",
+    "ratio (asked / off):",
+    "goal: <= 1.1x:",
+    *MACHINE_LABELS,
+]
 TINY: dict[str, tuple[list[str], list[str]]] = {
     "tool_round.py": ([*ONE_ROUND, "--big", "3", "--small", "1", "--calls", "3"], TOOL_ROUND_LABELS),
     "persistence.py": ([*ONE_ROUND, "--big", "60", "--small", "10", "--batch", "3"], PERSISTENCE_LABELS),
@@ -162,6 +172,7 @@ TINY: dict[str, tuple[list[str], list[str]]] = {
     "relay_progress.py": ([*ONE_ROUND, "--n", "50"], RELAY_PROGRESS_LABELS),
     "whole_turn.py": ([*ONE_ROUND, "--blocks", "2"], WHOLE_TURN_LABELS),
     "first_turn.py": (ONE_ROUND, FIRST_TURN_LABELS),
+    "approval_gate.py": (["--rounds", "1", "--warmup", "0", "--turns", "2"], APPROVAL_GATE_LABELS),
 }
 
 

@@ -109,3 +109,39 @@ anyio.run(main)
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "([], False) ([], True) False"
+
+
+async def test_run_turn_asks_the_channel_it_is_given(tmp_path: Path) -> None:
+    """A Python program lends the turn its own way to ask the user (any `ApprovalChannel`)."""
+    from agent_server.approvals import ApprovalRequest, Decision, ElicitationAnswer, ElicitationRequest
+    from agent_server.settings import ApprovalSettings
+
+    class Deny:
+        name = "program"
+
+        def __init__(self) -> None:
+            self.asked: list[ApprovalRequest] = []
+
+        async def ask(self, request: ApprovalRequest) -> Decision:
+            self.asked.append(request)
+            return Decision("deny", "not today")
+
+        async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+            return ElicitationAnswer("decline")
+
+    base = _settings(tmp_path)
+    policy = ApprovalSettings(tools={"read_file": "ask"})
+    settings = Settings(workspace=base.workspace, state_dir=base.state_dir, approvals=policy)
+    llm = ScriptedLLM(
+        [
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+            {"expect_contains": "the user denied read_file: not today", "content": "I may not read it."},
+        ]
+    )
+    channel = Deny()
+    with anyio.fail_after(10):
+        async with AgentRuntime(settings, llm=llm) as runtime:
+            record = await runtime.run_turn("What does notes.txt say?", approvals=channel)
+    assert record.status == "completed", record
+    assert [(a.tool, a.channel, a.decision) for a in record.approvals] == [("read_file", "program", "deny")]
+    assert [(r.tool, r.session_id) for r in channel.asked] == [("read_file", record.session_id)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent_server.approvals import ApprovalChannel
 from agent_server.events import EventSink
 from agent_server.llm.base import LLMClient
 from agent_server.settings import Settings
@@ -39,6 +40,8 @@ class TurnRequest:
     model: str | None = None
     notes: tuple[str, ...] = ()
     """Runtime facts the model must know this turn (e.g. tool servers that are unavailable)."""
+    approvals: ApprovalChannel | None = None
+    """How this turn asks its user to approve a tool call; None: nobody can be asked (`approvals.headless`)."""
 
 
 async def discard_event(_event: object) -> None:

@@ -22,6 +22,7 @@ from typing import ClassVar
 import anyio
 
 from agent_server.agent import prompts
+from agent_server.agent.approvals import ApprovalGate
 from agent_server.agent.arguments import bound_argument_nesting
 from agent_server.agent.compaction import summary_message
 from agent_server.agent.context import AgentDeps, TurnRequest
@@ -84,6 +85,7 @@ class _Run:
     state: TurnState
     emit: EventSink
     tools: list[ToolSpec]
+    gate: ApprovalGate
     messages: list[Message] = field(default_factory=list[Message])
     turn_start: int = 0
     """Where the turn's own messages (its prompt onwards) begin in `messages`."""
@@ -104,7 +106,18 @@ async def drive(
 ) -> None:
     """Run the loop until the turn has a final status (set on `state`); `history` is the session's as the
     turn starts (loaded here when not given)."""
-    run = _Run(deps=deps, request=request, state=state, emit=emit, tools=await deps.tools.list_tools())
+    tools = await deps.tools.list_tools()
+    gate = ApprovalGate(
+        settings=deps.settings,
+        store=deps.store,
+        session_id=request.session_id,
+        channel=request.approvals,
+        specs=deps.tools.list_tools,
+        known={spec.name: spec for spec in tools},
+        on_record=state.add_approval,
+    )
+    run = _Run(deps=deps, request=request, state=state, emit=emit, tools=tools, gate=gate)
+    gate.on_asking = lambda message: run.status("executing_tools", message)
     await _prepare(run, history or await deps.store.load_history(state.record.session_id))
     phase: Phase = "sampling"
     step: NextStep = await _sample(run)
@@ -233,6 +246,7 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
         emit=run.emit,
         ids=run.ids,
         max_chars=result_budget(run.deps.settings, len(response.tool_calls)),
+        gate=run.gate,
     )
     step = [assistant, *result_messages(results)]
     run.messages += step

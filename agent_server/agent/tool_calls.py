@@ -2,7 +2,9 @@
 
 The calls of a round run concurrently (the model asked for them together, so they are
 independent); results keep the order of the calls. A call whose arguments were not valid
-JSON is not run: the model gets an error result for it with the same call id.
+JSON is not run: the model gets an error result for it with the same call id. With an approval
+gate, each call passes it first, in its own task: a call waiting for the user's answer holds no other
+call, and a call the gate refuses is not run (the model reads why, as an error result).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import json
 
 import anyio
 
+from agent_server.agent.approvals import ApprovalGate
 from agent_server.agent.window import fit_result
+from agent_server.approvals import forwarding_to
 from agent_server.events import EventIds, EventSink, ToolProgressEvent, ToolResultEvent, ToolStartEvent
 from agent_server.tools.base import Toolset, error_result
 from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
@@ -30,6 +34,7 @@ async def run_tool_round(
     emit: EventSink,
     ids: EventIds,
     max_chars: int | None = None,
+    gate: ApprovalGate | None = None,
 ) -> list[ToolResult]:
     """Run every call of one round concurrently; return the results in call order.
 
@@ -39,7 +44,7 @@ async def run_tool_round(
 
     async def run_one(index: int, call: ToolCall) -> None:
         await emit(ToolStartEvent(tool_round=tool_round, call=call, **ids))
-        result = await _call(tools, call, emit=emit, ids=ids)
+        result = await _call(tools, call, emit=emit, ids=ids, gate=gate)
         if max_chars is not None:
             result = fit_result(result, max_chars)
         results[index] = result
@@ -51,9 +56,13 @@ async def run_tool_round(
     return [r for r in results if r is not None]
 
 
-async def _call(tools: Toolset, call: ToolCall, *, emit: EventSink, ids: EventIds) -> ToolResult:
+async def _call(
+    tools: Toolset, call: ToolCall, *, emit: EventSink, ids: EventIds, gate: ApprovalGate | None
+) -> ToolResult:
     if call.arguments_error is not None:
         return error_result(call, f"invalid arguments for {call.name}: {call.arguments_error}; the tool was not run")
+    if gate is not None and (refusal := await gate.check(call)) is not None:
+        return error_result(call, refusal)
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         event = ToolProgressEvent(
@@ -61,7 +70,8 @@ async def _call(tools: Toolset, call: ToolCall, *, emit: EventSink, ids: EventId
         )
         await emit(event)
 
-    return await tools.call_tool(call, on_progress=on_progress)  # timed by the registry
+    with forwarding_to(gate.forwarder() if gate is not None else None):  # a mounted server's elicitations
+        return await tools.call_tool(call, on_progress=on_progress)  # timed by the registry
 
 
 def result_messages(results: list[ToolResult]) -> list[Message]:

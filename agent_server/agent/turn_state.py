@@ -16,6 +16,7 @@ from typing import Any, Literal
 from agent_server.agent.context import TurnRequest
 from agent_server.events import EventIds
 from agent_server.types import (
+    ApprovalRecord,
     AssistantTurn,
     CompactionRecord,
     ErrorInfo,
@@ -82,6 +83,10 @@ class TurnState:
 
     def add_tool_round(self, tool_round: ToolRound) -> None:
         self._update(tool_rounds=[*self.record.tool_rounds, tool_round])
+
+    def add_approval(self, approval: ApprovalRecord) -> None:
+        """One call the approval gate settled (kept as it happens, so a turn that times out keeps it too)."""
+        self._update(approvals=[*self.record.approvals, approval])
 
     def compacted(self, compaction: CompactionRecord) -> None:
         """The session was compacted during this turn (the last compaction is the one recorded)."""

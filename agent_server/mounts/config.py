@@ -75,6 +75,9 @@ class MountConfig(BaseModel):
     """Globs of the server's tool names never offered; applied after `include`."""
     prefix: str | None = Field(default=None, min_length=1)
     """Tool-name prefix (`<prefix>__<tool>`); the server name when not set."""
+    trust: bool = False
+    """Believe the server's `readOnlyHint`: its read-only tools then run without approval (DESIGN 3.7).
+    Untrusted (the default), every one of its tools passes the approval gate."""
     expanded_secrets: tuple[str, ...] = Field(default=(), repr=False, exclude=True)
     """Values the parser expanded from `${VAR}` into `url` or `headers` (set by the parser, not by users)."""
 

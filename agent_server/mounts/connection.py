@@ -28,8 +28,10 @@ from mcp import Client, MCPError
 from mcp.client.session import IncomingMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from agent_server.approvals import current_forwarder
 from agent_server.errors import ToolFailure
 from agent_server.mounts.config import MountConfig
+from agent_server.mounts.elicitation import ElicitationRelay
 from agent_server.mounts.failures import describe_failure
 from agent_server.mounts.progress import ProgressRelay
 from agent_server.mounts.stdio import StdioProcess
@@ -105,6 +107,7 @@ class MountConnection:
         self._failures = 0
         self._restart_at = 0.0
         self._closing = False
+        self._elicitations = ElicitationRelay(config.name)
         if config.transport == "http":
             for name in URL_LOGGERS:
                 redact_logger(name, config.secrets)
@@ -214,30 +217,44 @@ class MountConnection:
         client = gen.client
         assert client is not None
         relay = ProgressRelay(on_progress, self._progress_interval_s) if on_progress else None
-        outcome: types.CallToolResult | Exception | None = None
         # Cancelled by _fail when the server dies; its deadline backs up the SDK's read timeout.
         scope = anyio.CancelScope(deadline=deadline + _TIMEOUT_MARGIN_S)
         gen.inflight.add(scope)
         try:
-            async with anyio.create_task_group() as tg:
-                if relay is not None:
-                    tg.start_soon(relay.run)
-                with scope:
-                    try:
-                        outcome = await client.call_tool(
-                            tool,
-                            arguments,
-                            read_timeout_seconds=max(deadline - anyio.current_time(), 0.001),
-                            progress_callback=relay.push if relay is not None else None,
-                        )
-                    except Exception as exc:
-                        outcome = exc
-                tg.cancel_scope.cancel()
+            with self._elicitations.calling(current_forwarder()):
+                outcome = await self._call_relayed(client, tool, arguments, deadline, scope, relay)
         finally:
             gen.inflight.discard(scope)
         if relay is not None:
             await relay.flush()
         return await self._call_outcome(gen, tool, outcome)
+
+    async def _call_relayed(
+        self,
+        client: Client,
+        tool: str,
+        arguments: dict[str, Any],
+        deadline: float,
+        scope: anyio.CancelScope,
+        relay: ProgressRelay | None,
+    ) -> types.CallToolResult | Exception | None:
+        """The call with its progress relayed; its outcome (None when `scope` was cancelled)."""
+        outcome: types.CallToolResult | Exception | None = None
+        async with anyio.create_task_group() as tg:
+            if relay is not None:
+                tg.start_soon(relay.run)
+            with scope:
+                try:
+                    outcome = await client.call_tool(
+                        tool,
+                        arguments,
+                        read_timeout_seconds=max(deadline - anyio.current_time(), 0.001),
+                        progress_callback=relay.push if relay is not None else None,
+                    )
+                except Exception as exc:
+                    outcome = exc
+            tg.cancel_scope.cancel()
+        return outcome
 
     async def _call_outcome(
         self, gen: _Generation, tool: str, outcome: types.CallToolResult | Exception | None
@@ -325,6 +342,7 @@ class MountConnection:
             stop_grace_s=self._stop_grace_s,
             on_message=on_message,
             on_spawn=on_spawn,
+            on_elicit=self._elicitations.handle,
         )
 
     async def _serve(self, client: Client, gen: _Generation) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import httpx2
 import mcp_types as types
 from mcp import Client, StdioServerParameters
-from mcp.client.session import MessageHandlerFnT
+from mcp.client.session import ElicitationFnT, MessageHandlerFnT
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
@@ -56,6 +56,7 @@ async def open_client(
     stop_grace_s: float,
     on_message: MessageHandlerFnT,
     on_spawn: Callable[[StdioProcess], None],
+    on_elicit: ElicitationFnT | None = None,
 ) -> AsyncGenerator[Client]:
     """Connect, negotiate and yield the client; `on_spawn` gets a stdio server's process before it starts."""
     async with AsyncExitStack() as stack:
@@ -77,7 +78,9 @@ async def open_client(
                 )
                 on_spawn(process)
                 target = process.transport()
-        client = Client(target, mode=mode, message_handler=on_message, client_info=client_info())
+        client = Client(
+            target, mode=mode, message_handler=on_message, elicitation_callback=on_elicit, client_info=client_info()
+        )
         yield await stack.enter_async_context(client)
 
 

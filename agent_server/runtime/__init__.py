@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from agent_server.agent.context import AgentDeps
     from agent_server.agent.current_sessions import CurrentSessions
     from agent_server.agent.locks import SessionLocks
+    from agent_server.approvals import ApprovalChannel
     from agent_server.llm.base import LLMClient
     from agent_server.llm.sampling import SamplingRequester
     from agent_server.mounts.toolset import MountManager
@@ -254,6 +255,7 @@ class AgentRuntime:
         tools: Sequence[str] | None = None,
         trace_id: str | None = None,
         client_model: ClientModel | None = None,
+        approvals: ApprovalChannel | None = None,
     ) -> TurnRecord:
         """Run one agent turn and return its stored record, however it ended.
 
@@ -261,6 +263,8 @@ class AgentRuntime:
         session (created by its first such call, exactly once). `timeout_s` (default: the settings'
         `turn_timeout_s`) is one deadline from now: waiting for mounted servers and for an earlier turn
         of the session count too. Cancelling the caller cancels the turn; it is recorded `cancelled`.
+        `approvals`: how this call's user is asked to approve tool calls (DESIGN 3.7); None: nobody can
+        be asked, and calls that need approval follow `approvals.headless` (default: denied).
 
         Raises:
             SessionNotFound: `session_id` is unknown.
@@ -290,6 +294,7 @@ class AgentRuntime:
                 trace=trace,
                 model=model,
                 notes=_unavailable_notes(parts.mounts),
+                approvals=approvals,
             )
             tool_view = parts.registry.filtered(tools)
             return await run_turn(self._deps(parts, client_model, tool_view), request, on_event or DISCARD)

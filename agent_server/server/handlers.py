@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from agent_server.errors import INTERNAL_ERROR, AgentServerError, InvalidArgument
 from agent_server.runtime import AgentRuntime, ClientModel
 from agent_server.server import tool_specs as specs
+from agent_server.server.approval_channel import approval_channel
 from agent_server.server.client_model import client_model
 from agent_server.server.connections import connection_key
 from agent_server.server.streaming import EventStreamer
@@ -112,6 +113,7 @@ async def handle_run_turn(runtime: AgentRuntime, ctx: Context, params: specs.Run
             tools=params.tools,
             trace_id=trace_id_from_meta(ctx.meta),
             client_model=_client_model(runtime, ctx),
+            approvals=approval_channel(ctx),
         )
     return turn_outcome(record, params.detail)
 

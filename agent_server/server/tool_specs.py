@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent_server.types import (
+    ApprovalRecord,
     AssistantTurn,
     CompactionRecord,
     DroppedTool,
@@ -145,6 +146,8 @@ class TurnResult(_Result):
     model_calls: int
     """Model answers the turn received."""
     tool_calls: list[ToolCallLine]
+    approval_count: int = 0
+    """Tool calls the approval gate settled (asked, remembered or refused); `detail: "full"` lists them."""
     usage: Usage
     compaction: CompactionRecord | None = None
     error: ErrorInfo | None = None
@@ -156,6 +159,7 @@ class TurnResult(_Result):
     assistant_turns: list[AssistantTurn] | None = _full_only("Every model answer")
     tool_rounds: list[ToolRound] | None = _full_only("Every tool round, with the whole results")
     transitions: list[Transition] | None = _full_only("The loop's state transitions")
+    approvals: list[ApprovalRecord] | None = _full_only("Each call the approval gate settled, and how")
 
     @classmethod
     def of(cls, record: TurnRecord, detail: Detail) -> "TurnResult":
@@ -173,10 +177,13 @@ class TurnResult(_Result):
         ]
         full = record.model_dump(include=_FULL_ONLY) if detail == "full" else {}
         calls = len(record.assistant_turns)
-        return cls.model_validate({**summary, **full, "model_calls": calls, "tool_calls": lines})
+        count = len(record.approvals)
+        return cls.model_validate(
+            {**summary, **full, "model_calls": calls, "tool_calls": lines, "approval_count": count}
+        )
 
 
-_FULL_ONLY = {"prompt", "trace", "assistant_turns", "tool_rounds", "transitions"}
+_FULL_ONLY = {"prompt", "trace", "assistant_turns", "tool_rounds", "transitions", "approvals"}
 
 
 class ToolError(BaseModel):

@@ -63,7 +63,20 @@ _V1_TO_V2 = """
 DELETE FROM meta WHERE key = 'active';
 """
 """Version 1 stored one active session for every process; it is per connection and in memory now."""
-_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
+_V2_TO_V3 = """
+CREATE TABLE approvals (
+    session_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, tool)
+) WITHOUT ROWID;
+"""
+"""Version 3 remembers `allow_session` approvals: one row per (session, agent-side tool name)."""
+_MIGRATIONS = [
+    _SCHEMA_V1,
+    _V1_TO_V2,
+    _V2_TO_V3,
+]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 

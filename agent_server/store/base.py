@@ -21,6 +21,9 @@ Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` chec
   a `running` turn that nothing will finish. The summary and archive marks in force are kept
   while every message they could cover is in the fork, i.e. up to the first message left out.
 - Every method raises `SessionNotFound` for an unknown session id, except `finish_turn`.
+- `remember_approval` keeps an `allow_session` answer for (session, agent-side tool name) until the
+  session is deleted; `approved_tools` lists the session's. A fork does not inherit them (approval was
+  given for the conversation it was given in).
 - Which session is a connection's current one is not stored: it is per connection, in memory
   (DESIGN 3.5), so `SessionInfo.active` is always False here and set by the front door.
 """
@@ -72,5 +75,13 @@ class SessionStore(Protocol):
     async def list_compactions(self, session_id: str) -> list[CompactionRecord]: ...
 
     async def fork_session(self, session_id: str, *, at_turn: str | None, title: str | None) -> SessionInfo: ...
+
+    async def remember_approval(self, session_id: str, tool: str) -> None:
+        """Remember that the user allowed `tool` for the rest of this session (`allow_session`)."""
+        ...
+
+    async def approved_tools(self, session_id: str) -> frozenset[str]:
+        """The tools the user allowed for this session."""
+        ...
 
     async def close(self) -> None: ...

@@ -47,6 +47,7 @@ class _Session:
     turns: dict[str, tuple[int, TurnRecord]] = field(default_factory=dict[str, tuple[int, TurnRecord]])
     """turn id -> (ordinal, record), in the order the turns began."""
     compactions: list[_Compaction] = field(default_factory=list[_Compaction])
+    approved_tools: set[str] = field(default_factory=set[str])
 
     def head_seq(self) -> int:
         return self.messages[-1].seq if self.messages else 0
@@ -197,6 +198,12 @@ class MemoryStore:
 
     async def list_compactions(self, session_id: str) -> list[CompactionRecord]:
         return [c.record for c in self._session(session_id).compactions]
+
+    async def remember_approval(self, session_id: str, tool: str) -> None:
+        self._session(session_id).approved_tools.add(tool)
+
+    async def approved_tools(self, session_id: str) -> frozenset[str]:
+        return frozenset(self._session(session_id).approved_tools)
 
     async def fork_session(self, session_id: str, *, at_turn: str | None, title: str | None) -> SessionInfo:
         """A new session holding the finished turns up to `at_turn` (or all) and their history; see `base`."""

@@ -152,7 +152,7 @@ class SqliteStore:
     async def delete_session(self, session_id: str) -> None:
         def run(conn: sqlite3.Connection) -> None:
             require_session(conn, session_id)
-            for table in ("messages", "turns", "compactions", "sessions"):
+            for table in ("messages", "turns", "compactions", "approvals", "sessions"):
                 conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
 
         await self._write(run)
@@ -296,6 +296,24 @@ class SqliteStore:
             require_session(conn, session_id)
             rows = conn.execute("SELECT record FROM compactions WHERE session_id = ? ORDER BY ordinal", (session_id,))
             return [CompactionRecord.model_validate(json.loads(row[0])) for row in rows]
+
+        return await self._read(run)
+
+    async def remember_approval(self, session_id: str, tool: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            require_session(conn, session_id)
+            conn.execute(
+                "INSERT OR IGNORE INTO approvals (session_id, tool, created_at) VALUES (?, ?, ?)",
+                (session_id, tool, utc_now()),
+            )
+
+        await self._write(run)
+
+    async def approved_tools(self, session_id: str) -> frozenset[str]:
+        def run(conn: sqlite3.Connection) -> frozenset[str]:
+            require_session(conn, session_id)
+            rows = conn.execute("SELECT tool FROM approvals WHERE session_id = ?", (session_id,))
+            return frozenset(row[0] for row in rows)
 
         return await self._read(run)
 

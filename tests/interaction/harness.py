@@ -83,6 +83,7 @@ async def connect(
     settings: Settings | None = None,
     timeout: float = 10,
     in_process_mounts: dict[str, Any] | None = None,
+    elicitation_callback: Any = None,
     **overrides: Any,
 ) -> AsyncIterator[Harness]:
     """Connect a client to a fresh server; the whole block is bounded by `timeout` seconds."""
@@ -91,5 +92,7 @@ async def connect(
     recorder = EventRecorder()
     server = create_server(settings, llm=llm, in_process_mounts=in_process_mounts)
     with anyio.fail_after(timeout):
-        async with Client(server, mode=mode, extensions=[recorder]) as client:
+        async with Client(
+            server, mode=mode, extensions=[recorder], elicitation_callback=elicitation_callback
+        ) as client:
             yield Harness(client=client, llm=llm, settings=settings, events=recorder)

@@ -18,6 +18,8 @@ ECHO = str(Path(mcp_echo.__file__).resolve())
 
 
 def _settings(tmp_path: Path, servers: dict[str, Any], **overrides: Any) -> Any:
+    """The fake's tools run without asking (these tests are about mounting; the gate is in test_approvals)."""
+    overrides.setdefault("approvals", {"default": "allow"})
     return make_settings(tmp_path, mcpServers=servers, **overrides)
 
 

@@ -33,7 +33,7 @@ async def test_a_20_mb_mounted_result_is_capped_in_the_prompt_the_record_and_the
 ) -> None:
     call = completion(None, tool_calls=[("c1", "big__flood", json.dumps({"size": SIZE}))])
     mounts = {"big": flood_server()}
-    servers = {"mcpServers": {"big": {"command": "unused"}}}
+    servers = {"mcpServers": {"big": {"command": "unused"}}, "approvals": {"default": "allow"}}
     async with local(tmp_path, mode, openai={"stream": False}, in_process_mounts=mounts, **servers) as h:
         h.model.add(Reply(json=call), Reply(json=completion("that was a lot")))
         record, _ = await h.turn("flood me")

@@ -110,6 +110,21 @@ async def test_delete_session_removes_everything(store: SessionStore) -> None:
         await store.delete_session(gone.session_id)
 
 
+async def test_approvals_are_remembered_per_session_and_go_with_it(store: SessionStore) -> None:
+    one = await store.create_session(title="one", metadata={})
+    other = await store.create_session(title="other", metadata={})
+    await store.remember_approval(one.session_id, "write_file")
+    await store.remember_approval(one.session_id, "write_file")  # twice is once
+    await store.remember_approval(one.session_id, "fs__edit_file")
+    assert await store.approved_tools(one.session_id) == {"write_file", "fs__edit_file"}
+    assert await store.approved_tools(other.session_id) == frozenset()
+    fork = await store.fork_session(one.session_id, at_turn=None, title=None)
+    assert await store.approved_tools(fork.session_id) == frozenset()  # a fork asks again
+    await store.delete_session(one.session_id)
+    again = await store.create_session(title="again", metadata={})
+    assert await store.approved_tools(again.session_id) == frozenset()
+
+
 UNKNOWN_SESSION_CALLS: dict[str, Callable[[SessionStore], Awaitable[Any]]] = {
     "get_session": lambda s: s.get_session("ses_missing"),
     "delete_session": lambda s: s.delete_session("ses_missing"),
@@ -124,6 +139,8 @@ UNKNOWN_SESSION_CALLS: dict[str, Callable[[SessionStore], Awaitable[Any]]] = {
     ),
     "list_compactions": lambda s: s.list_compactions("ses_missing"),
     "fork_session": lambda s: s.fork_session("ses_missing", at_turn=None, title=None),
+    "remember_approval": lambda s: s.remember_approval("ses_missing", "write_file"),
+    "approved_tools": lambda s: s.approved_tools("ses_missing"),
 }
 
 

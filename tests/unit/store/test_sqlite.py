@@ -279,11 +279,40 @@ async def test_a_version_1_store_forgets_its_stored_active_session(tmp_path: Pat
         await store.close()
     conn = sqlite3.connect(tmp_path / "state.db")
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == _sqlite_db.SCHEMA_VERSION == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == _sqlite_db.SCHEMA_VERSION
         assert conn.execute("SELECT count(*) FROM meta WHERE key = 'active'").fetchone()[0] == 0
     finally:
         conn.close()
     assert (session.session_id, session.active) == ("ses_1", False)
+
+
+async def test_a_version_2_store_gains_remembered_approvals_that_survive_reopening(tmp_path: Path) -> None:
+    """Version 3 adds the `approvals` table; a version 2 database keeps its sessions and can remember approvals."""
+    conn = sqlite3.connect(tmp_path / "state.db")
+    conn.executescript(_sqlite_db._SCHEMA_V1 + _sqlite_db._V1_TO_V2)  # pyright: ignore[reportPrivateUsage]
+    conn.execute(
+        "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at)"
+        " VALUES ('ses_1', 't', '{}', 'x', 'x')"
+    )
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+    store = await SqliteStore.open(tmp_path)
+    try:
+        assert await store.approved_tools("ses_1") == frozenset()
+        await store.remember_approval("ses_1", "write_file")
+    finally:
+        await store.close()
+    store = await SqliteStore.open(tmp_path)
+    try:
+        assert await store.approved_tools("ses_1") == {"write_file"}
+    finally:
+        await store.close()
+    conn = sqlite3.connect(tmp_path / "state.db")
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == _sqlite_db.SCHEMA_VERSION == 3
+    finally:
+        conn.close()
 
 
 async def test_a_state_dir_that_is_a_file_is_a_readable_store_error(tmp_path: Path) -> None:

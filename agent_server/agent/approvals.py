@@ -1,0 +1,271 @@
+"""The approval gate in front of tool execution (DESIGN 3.7): the policy, the bounded ask, the record.
+
+`decide` is the whole policy, one pure function. `ApprovalGate.check` applies it to one call of a tool
+round: a call that needs asking goes to the turn's `ApprovalChannel` (see `agent_server.approvals`),
+bounded by `approvals.timeout_s` (the turn's own deadline cancels it sooner); every way that ends other
+than an allow (a denial, a dismissal, no answer in time, a channel error, no channel) means the call is
+not run and the model reads why. The calls of a round are checked concurrently (each in its own task of
+`run_tool_round`), so a slow answer holds only its own call. `allow_session` is remembered in the store
+for (session, tool) and later calls of that tool in the session are not asked again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from agent_server.approvals import (
+    DECLINED,
+    ApprovalChannel,
+    ApprovalRequest,
+    Decision,
+    ElicitationAnswer,
+    ElicitationRequest,
+)
+from agent_server.errors import StoreError
+from agent_server.redaction import MASK, redact
+from agent_server.settings import ApprovalSettings, Rule, Settings
+from agent_server.store.base import SessionStore
+from agent_server.types import ApprovalOutcome, ApprovalRecord, ToolCall, ToolSpec, one_line
+
+logger = logging.getLogger(__name__)
+
+SUMMARY_CHARS = 200
+"""How much of a call's arguments an approval question shows (on one line)."""
+_SECRET_KEY = re.compile(r"pass(word|phrase)?|secret|token|api[-_]?key|auth|credential|private[-_]?key", re.I)
+_STRICTNESS: dict[Rule, int] = {"deny": 0, "ask": 1, "allow": 2}
+_MAX_DEPTH = 20
+
+
+# --- the policy -------------------------------------------------------------------------------
+
+
+def needs_approval(spec: ToolSpec, trusted_servers: frozenset[str]) -> bool:
+    """A built-in or plugin tool unless it says read-only; a mounted tool unless it says read-only AND its
+    server is trusted (an untrusted server's annotations are hints only)."""
+    if spec.annotations.read_only is not True:
+        return True
+    server = spec.source.removeprefix("mcp:") if spec.source.startswith("mcp:") else None
+    return server is not None and server not in trusted_servers
+
+
+def matching_rule(tool: str, rules: dict[str, Rule]) -> Rule | None:
+    """The rule of the most specific glob matching `tool`: the exact name, else the glob with the most
+    literal characters; a tie goes to the stricter rule (deny, ask, allow). None when none matches."""
+    from fnmatch import fnmatchcase
+
+    if tool in rules:
+        return rules[tool]
+    matches = [pattern for pattern in rules if fnmatchcase(tool, pattern)]
+    if not matches:
+        return None
+    return rules[max(matches, key=lambda pattern: (_literal_chars(pattern), -_STRICTNESS[rules[pattern]]))]
+
+
+def _literal_chars(pattern: str) -> int:
+    return len(re.sub(r"\[[^\]]*\]|[*?]", "", pattern))
+
+
+def decide(spec: ToolSpec, policy: ApprovalSettings, trusted_servers: frozenset[str]) -> Rule:
+    """What the gate does with a call of `spec`: `allow` (run it), `ask` the user, or `deny`.
+
+    A glob in `policy.tools` that matches decides (for any tool, read-only ones included); otherwise a
+    tool that needs no approval is allowed and one that does follows `policy.default`.
+    """
+    rule = matching_rule(spec.name, policy.tools)
+    if rule is not None:
+        return rule
+    return policy.default if needs_approval(spec, trusted_servers) else "allow"
+
+
+def trusted_servers(settings: Settings) -> frozenset[str]:
+    return frozenset(name for name, config in settings.mcp_servers.items() if config.trust)
+
+
+# --- what the user is shown -------------------------------------------------------------------
+
+
+def masked_arguments(value: Any, depth: int = 0) -> Any:
+    """`value` with the values of secret-looking keys (`password`, `token`, `api_key`, ...) masked."""
+    if depth > _MAX_DEPTH:
+        return MASK
+    if isinstance(value, dict):
+        items: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+        return {k: MASK if _SECRET_KEY.search(str(k)) else masked_arguments(v, depth + 1) for k, v in items.items()}
+    if isinstance(value, list):
+        return [masked_arguments(v, depth + 1) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    return value
+
+
+def summarise(arguments: dict[str, Any], secrets: tuple[str, ...]) -> str:
+    """The (masked) arguments as one redacted line of at most `SUMMARY_CHARS` characters."""
+    text = json.dumps(arguments, ensure_ascii=False, default=str)
+    return one_line(redact(text, secrets), SUMMARY_CHARS)
+
+
+def _secrets(settings: Settings) -> tuple[str, ...]:
+    return tuple(secret for config in settings.mcp_servers.values() for secret in config.secrets)
+
+
+# --- the gate ---------------------------------------------------------------------------------
+
+Refusal = str
+"""Why a call was not run, as the model reads it."""
+
+_Outcome = tuple[ApprovalOutcome, str]
+
+
+@dataclass(kw_only=True)
+class ApprovalGate:
+    """The gate of one turn (see the module docstring). `check` returns None to run the call."""
+
+    settings: Settings
+    store: SessionStore
+    session_id: str
+    channel: ApprovalChannel | None
+    specs: Callable[[], Awaitable[list[ToolSpec]]]
+    """The tools as offered now: looked up for a name the turn's own listing (`known`) lacks."""
+    known: dict[str, ToolSpec]
+    on_record: Callable[[ApprovalRecord], None]
+    on_asking: Callable[[str], Awaitable[None]] | None = None
+    """Told, before a question goes out, what the turn now waits for (a status line for the caller)."""
+    _remembered: set[str] | None = field(default=None, init=False)
+    _loading: anyio.Lock = field(default_factory=anyio.Lock, init=False)
+    _forwarder: _Forwarder | None = field(default=None, init=False)
+
+    @property
+    def policy(self) -> ApprovalSettings:
+        return self.settings.approvals
+
+    async def check(self, call: ToolCall) -> Refusal | None:
+        spec = await self._spec(call.name)
+        if spec is None:
+            return None  # not offered: the registry answers "unknown tool" and runs nothing
+        rule = decide(spec, self.policy, trusted_servers(self.settings))
+        if rule == "allow":
+            return None
+        start = anyio.current_time()
+
+        def record(decision: ApprovalOutcome, channel: str) -> ApprovalRecord:
+            latency = anyio.current_time() - start
+            approval = ApprovalRecord(
+                call_id=call.id, tool=call.name, channel=channel, decision=decision, latency_s=latency
+            )
+            self.on_record(approval)
+            return approval
+
+        try:
+            decision, why, channel = await self._settle(call, spec, rule)
+        except anyio.get_cancelled_exc_class():  # the turn was cancelled or timed out while the user was asked
+            record("cancelled", self.channel.name if self.channel is not None else "none")
+            raise
+        if not record(decision, channel).allowed:
+            return f"{why}; the tool was not run"
+        if decision == "allow_session":
+            await self._remember(call.name)
+        return None
+
+    async def _settle(self, call: ToolCall, spec: ToolSpec, rule: Rule) -> tuple[ApprovalOutcome, str, str]:
+        """The outcome, why (for the model, when not allowed), and the channel that settled it."""
+        if rule == "deny":
+            return "policy_deny", f"{call.name} is denied by the approvals policy", "policy"
+        if call.name in await self._remembered_tools():
+            return "remembered", "", "session"
+        if self.channel is None:
+            return (*self._headless(call.name), "none")
+        return (*await self._ask(call, spec, self.channel), self.channel.name)
+
+    def forwarder(self) -> _Forwarder | None:
+        """The way a mounted server's elicitation reaches this turn's user, bounded; None without a channel.
+        One per turn: a mounted server tells the turns it could ask apart by it."""
+        if self.channel is not None and self._forwarder is None:
+            self._forwarder = _Forwarder(self.channel, self.policy.timeout_s)
+        return self._forwarder
+
+    async def _spec(self, name: str) -> ToolSpec | None:
+        if name not in self.known:
+            self.known.update({spec.name: spec for spec in await self.specs()})
+        return self.known.get(name)
+
+    def _headless(self, tool: str) -> _Outcome:
+        if self.policy.headless == "allow":
+            return "headless_allow", ""
+        return "no_channel", f"{tool} needs approval and there is no approval channel: denied by approvals.headless"
+
+    async def _ask(self, call: ToolCall, spec: ToolSpec, channel: ApprovalChannel) -> _Outcome:
+        arguments = masked_arguments(call.arguments)
+        request = ApprovalRequest(
+            tool=call.name,
+            arguments=arguments,
+            summary=summarise(arguments, _secrets(self.settings)),
+            source=spec.source,
+            session_id=self.session_id,
+            call_id=call.id,
+        )
+        timeout = self.policy.timeout_s
+        if self.on_asking is not None:
+            await self.on_asking(f"waiting for the user's approval of {call.name} (at most {timeout:g} s)")
+        decision: Decision | None = None
+        try:
+            with anyio.move_on_after(timeout):
+                decision = await channel.ask(request)
+        except Exception as exc:
+            logger.warning("the approval request for %s failed: %s: %s", call.name, type(exc).__name__, exc)
+            return "error", f"the approval request for {call.name} failed ({type(exc).__name__})"
+        if decision is None:
+            return "timeout", f"no answer to the approval request for {call.name} within {timeout:g} s"
+        return _outcome_of(call.name, decision)
+
+    async def _remembered_tools(self) -> set[str]:
+        async with self._loading:  # the calls of a round check concurrently: load once
+            if self._remembered is None:
+                try:
+                    self._remembered = set(await self.store.approved_tools(self.session_id))
+                except StoreError as exc:  # nothing counts as remembered: the user is asked (read again next call)
+                    logger.warning("could not read the approvals of session %s: %s", self.session_id, exc)
+                    return set()
+        return self._remembered
+
+    async def _remember(self, tool: str) -> None:
+        (await self._remembered_tools()).add(tool)
+        try:
+            await self.store.remember_approval(self.session_id, tool)
+        except StoreError as exc:  # this call still runs; a later turn will ask again
+            logger.warning("could not remember the approval of %s for session %s: %s", tool, self.session_id, exc)
+
+
+def _outcome_of(tool: str, decision: Decision) -> _Outcome:
+    reason = f": {one_line(decision.reason, SUMMARY_CHARS)}" if decision.reason else ""
+    choice: str = decision.choice  # a channel of a third party may answer anything: only these four count
+    if choice == "allow_once":
+        return "allow_once", ""
+    if choice == "allow_session":
+        return "allow_session", ""
+    if choice == "deny":
+        return "deny", f"the user denied {tool}{reason}"
+    if choice == "cancel":
+        return "cancelled", f"the user dismissed the approval request for {tool}{reason}"
+    return "error", f"the approval channel answered {one_line(repr(choice), 40)}, which is not a decision"
+
+
+@dataclass(frozen=True)
+class _Forwarder:
+    channel: ApprovalChannel
+    timeout_s: float
+
+    async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
+        """The user's answer to a mounted server's form; declined on timeout or a channel error."""
+        try:
+            with anyio.move_on_after(self.timeout_s):
+                return await self.channel.elicit(request)
+        except Exception as exc:
+            logger.warning("forwarding an elicitation of %s failed: %s: %s", request.server, type(exc).__name__, exc)
+            return DECLINED
+        logger.info("an elicitation of MCP server %r got no answer within %g s", request.server, self.timeout_s)
+        return DECLINED
