@@ -1,4 +1,6 @@
-"""The write and exec tools end to end: off by default, and when enabled a turn writes, edits and runs."""
+"""The write and exec tools end to end: off by default; when enabled a turn writes, edits and runs once the
+user approves each call (handshake-era elicitation), and changes nothing when the user declines or cannot be
+asked (the headless default)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,11 @@ from typing import Any
 import anyio
 import pytest
 
-from agent_server.settings import ToolsOptions
+from agent_server.settings import ApprovalSettings, ToolsOptions
 from tests.interaction.harness import MODES, connect, make_settings
+from tests.interaction.test_approvals import ALLOW_ONCE, User
 
-pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", MODES)]
+pytestmark = pytest.mark.anyio
 
 CHANGING_TOOLS = {"write_file", "edit_file", "run_command"}
 
@@ -28,28 +31,28 @@ def _tool_messages(history: list[dict[str, Any]]) -> dict[str, str]:
     return found
 
 
-async def test_a_turn_writes_edits_and_runs_a_command_in_the_workspace(tmp_path: Path, mode: str) -> None:
-    script = [
-        {
-            "tool_calls": [
-                {"name": "write_file", "arguments": {"path": "pkg/notes.txt", "content": "alpha\nbeta\n"}},
-            ]
-        },
-        {
-            "tool_calls": [
-                {"name": "edit_file", "arguments": {"path": "pkg/notes.txt", "old_text": "beta", "new_text": "gamma"}}
-            ]
-        },
-        {
-            "expect_contains": "+gamma",
-            "tool_calls": [
-                {"name": "run_command", "arguments": {"command": "cat notes.txt; echo done-$((6*7))", "cwd": "pkg"}}
-            ],
-        },
-        {"expect_contains": ["done-42", "exit code 0"], "content": "All done."},
-    ]
+CHANGE_SCRIPT: list[dict[str, Any]] = [
+    {"tool_calls": [{"name": "write_file", "arguments": {"path": "pkg/notes.txt", "content": "alpha\nbeta\n"}}]},
+    {
+        "tool_calls": [
+            {"name": "edit_file", "arguments": {"path": "pkg/notes.txt", "old_text": "beta", "new_text": "gamma"}}
+        ]
+    },
+    {
+        "expect_contains": "+gamma",
+        "tool_calls": [
+            {"name": "run_command", "arguments": {"command": "cat notes.txt; echo done-$((6*7))", "cwd": "pkg"}}
+        ],
+    },
+    {"expect_contains": ["done-42", "exit code 0"], "content": "All done."},
+]
+"""Write a file, edit it, run a command that reads it: three calls, each needing approval."""
+
+
+async def test_a_turn_writes_edits_and_runs_a_command_the_user_approves(tmp_path: Path) -> None:
     settings = make_settings(tmp_path, tools=ToolsOptions(write=True, exec=True))
-    async with connect(tmp_path, script, mode=mode, settings=settings) as h:
+    user = User({"": ALLOW_ONCE})
+    async with connect(tmp_path, CHANGE_SCRIPT, mode="legacy", settings=settings, elicitation_callback=user) as h:
         with anyio.fail_after(10):
             result = await h.call("run_turn", {"prompt": "change things", "detail": "full"})
             history = (await h.call("session_get", {"include_history": True})).structured_content["history"]
@@ -63,8 +66,72 @@ async def test_a_turn_writes_edits_and_runs_a_command_in_the_workspace(tmp_path:
     assert "-beta\n+gamma" in tools["edit_file"]
     assert tools["run_command"].startswith("exit code 0")
     assert "alpha\ngamma\ndone-42" in tools["run_command"]
+    assert [p.message.split("?")[0] for p in user.asked] == [
+        f"Allow the agent to run {tool}" for tool in ("write_file", "edit_file", "run_command")
+    ]
+    assert [(a["tool"], a["decision"]) for a in record["approvals"]] == [
+        ("write_file", "allow_once"),
+        ("edit_file", "allow_once"),
+        ("run_command", "allow_once"),
+    ]
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_without_a_way_to_ask_nothing_changes_and_the_model_reads_why(tmp_path: Path, mode: str) -> None:
+    """No elicitation capability (and none on 2026-07-28): the headless default denies every changing call."""
+    script = [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "x.txt", "content": "x"}}]},
+        {
+            "expect_contains": "approvals.headless",
+            "tool_calls": [{"name": "run_command", "arguments": {"command": "touch y"}}],
+        },
+        {"content": "I could not."},
+    ]
+    settings = make_settings(tmp_path, tools=ToolsOptions(write=True, exec=True))
+    async with connect(tmp_path, script, mode=mode, settings=settings) as h:
+        with anyio.fail_after(10):
+            record = (await h.call("run_turn", {"prompt": "change things", "detail": "full"})).structured_content
+    assert record["status"] == "completed" and record["final_text"] == "I could not."
+    assert sorted(p.name for p in h.workspace.iterdir()) == []
+    assert [(a["tool"], a["decision"]) for a in record["approvals"]] == [
+        ("write_file", "no_channel"),
+        ("run_command", "no_channel"),
+    ]
+
+
+async def test_a_declined_edit_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.txt").write_text("beta\n")
+    script = [
+        {
+            "tool_calls": [
+                {"name": "edit_file", "arguments": {"path": "notes.txt", "old_text": "beta", "new_text": "x"}}
+            ]
+        },
+        {"expect_contains": "the user denied edit_file", "content": "Left it."},
+    ]
+    settings = make_settings(tmp_path, tools=ToolsOptions(write=True))
+    user = User({"": {"action": "decline"}})
+    async with connect(tmp_path, script, mode="legacy", settings=settings, elicitation_callback=user) as h:
+        with anyio.fail_after(10):
+            record = (await h.call("run_turn", {"prompt": "edit", "detail": "full"})).structured_content
+    assert record["status"] == "completed" and record["final_text"] == "Left it."
+    assert (h.workspace / "notes.txt").read_text() == "beta\n"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_policy_that_allows_runs_them_without_asking(tmp_path: Path, mode: str) -> None:
+    allow = ApprovalSettings(tools={"write_file": "allow", "edit_file": "allow", "run_command": "allow"})
+    settings = make_settings(tmp_path, tools=ToolsOptions(write=True, exec=True), approvals=allow)
+    async with connect(tmp_path, CHANGE_SCRIPT, mode=mode, settings=settings) as h:
+        with anyio.fail_after(10):
+            record = (await h.call("run_turn", {"prompt": "change things", "detail": "full"})).structured_content
+    assert record["status"] == "completed", record
+    assert (h.workspace / "pkg" / "notes.txt").read_text() == "alpha\ngamma\n"
+    assert record["approvals"] == []  # allowed by the policy outright: nothing asked, nothing recorded
+
+
+@pytest.mark.parametrize("mode", MODES)
 async def test_the_changing_tools_are_absent_unless_enabled(tmp_path: Path, mode: str) -> None:
     script = [
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "x.txt", "content": "x"}}]},
@@ -86,6 +153,7 @@ async def test_the_changing_tools_are_absent_unless_enabled(tmp_path: Path, mode
     assert sorted(p.name for p in h.workspace.iterdir()) == []
 
 
+@pytest.mark.parametrize("mode", MODES)
 async def test_enabled_tools_are_listed_with_annotations_that_say_they_change_things(tmp_path: Path, mode: str) -> None:
     settings = make_settings(tmp_path, tools=ToolsOptions(write=True, exec=True))
     async with connect(tmp_path, mode=mode, settings=settings) as h:
