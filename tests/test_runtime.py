@@ -86,3 +86,25 @@ print(sorted(m for m in sys.modules if m.startswith("agent_server.mounts") or m 
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "['agent_server.mounts', 'agent_server.mounts.config']"  # the settings' entry model
+
+
+async def test_a_background_turn_through_the_embedded_runtime(tmp_path: Path) -> None:
+    llm = ScriptedLLM([{"content": "Done in the background."}, {"delay_s": 60, "content": "never"}])
+    seen: list[AgentEvent] = []
+
+    async def on_event(event: AgentEvent) -> None:
+        seen.append(event)
+
+    with anyio.fail_after(10):
+        async with AgentRuntime(_settings(tmp_path), llm=llm) as runtime:
+            handle = await runtime.start_turn("Work on it")
+            assert handle.record.status == "running"
+            record = await handle.wait()
+            await handle.follow(on_event, timeout_s=5)
+            slow = await runtime.start_turn("Slow one", session_id=handle.session_id)
+            cancelled = await runtime.cancel_turn(slow.turn_id)
+            stored = await runtime.find_turn(handle.turn_id, handle.session_id)
+    assert record.status == "completed" and record.final_text == "Done in the background."
+    assert record.turn_id == handle.turn_id and stored == record
+    assert [e.type for e in seen][0] == "turn" and seen[-1].type == "done"
+    assert cancelled.status == "cancelled"

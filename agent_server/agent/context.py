@@ -39,6 +39,8 @@ class TurnRequest:
     model: str | None = None
     notes: tuple[str, ...] = ()
     """Runtime facts the model must know this turn (e.g. tool servers that are unavailable)."""
+    turn_id: str | None = None
+    """The turn's id when the caller chose it already (a background turn is known before it begins)."""
 
 
 async def discard_event(_event: object) -> None:

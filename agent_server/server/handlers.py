@@ -97,7 +97,11 @@ def _validation_message(tool: str, exc: ValidationError) -> str:
 
 
 async def handle_run_turn(runtime: AgentRuntime, ctx: Context, params: specs.RunTurnParams) -> Outcome:
-    streamer = _streamer(runtime, ctx)
+    if params.background:
+        from agent_server.server.turn_handlers import start_background
+
+        return await start_background(runtime, ctx, params)
+    streamer = streamer_for(runtime, ctx)
     async with streamer.heartbeat():
         record = await runtime.run_turn(
             params.prompt,
@@ -119,13 +123,18 @@ async def handle_run_turn(runtime: AgentRuntime, ctx: Context, params: specs.Run
 def turn_outcome(record: TurnRecord, detail: specs.Detail) -> Outcome:
     """A turn's result: the record at `detail`, the final answer (or why there is none) as text."""
     text = record.final_text
-    if record.status != "completed":
+    if record.status == "running":
+        text = (
+            f"[turn running] turn {record.turn_id} of session {record.session_id} runs in the background: "
+            "follow it with turn_wait or turn_get, stop it with turn_cancel"
+        )
+    elif record.status != "completed":
         reason = record.error.message if record.error else record.status
         text = f"[turn {record.status}] {reason}" + (f"\n\n{text}" if text else "")
     return Outcome(specs.TurnResult.of(record, detail), text, is_error=record.status == "failed")
 
 
-def _streamer(runtime: AgentRuntime, ctx: Context) -> EventStreamer:
+def streamer_for(runtime: AgentRuntime, ctx: Context) -> EventStreamer:
     settings = runtime.settings
     return EventStreamer(ctx, flush_interval=settings.token_flush_interval_s, heartbeat_s=settings.heartbeat_s)
 
@@ -137,7 +146,7 @@ def _client_model(runtime: AgentRuntime, ctx: Context) -> ClientModel | None:
 
 async def handle_compact(runtime: AgentRuntime, ctx: Context, params: specs.CompactParams) -> Outcome:
     session_id = await runtime.session_or_current(params.session_id, connection=connection_key(ctx))
-    streamer = _streamer(runtime, ctx)
+    streamer = streamer_for(runtime, ctx)
     async with streamer.heartbeat():
         record = await runtime.compact(
             session_id,
