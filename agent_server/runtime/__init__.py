@@ -208,8 +208,9 @@ class AgentRuntime:
         return await stack.__aexit__(exc_type, exc, tb)
 
     async def _close_store(self) -> None:
-        if self._parts is not None:
-            await self._parts.store.close()
+        parts, self._parts = self._parts, None  # entered again later, the runtime opens a fresh store
+        if parts is not None:
+            await parts.store.close()
 
     async def _ready(self) -> _Parts:
         """The store and the tools, opened and built by the first call that needs them.

@@ -84,6 +84,9 @@ class EventLog:
         self._bytes -= size
         self.dropped += 1
 
+    def latest(self) -> AgentEvent | None:
+        return self._entries[-1][1] if self._entries else None
+
     def since(self, after: int) -> Batch:
         events = [(seq, event) for seq, event, _ in self._entries if seq > after]
         missing = max(0, self.last_seq - max(after, 0)) - len(events)
@@ -104,6 +107,8 @@ class TurnHandle:
         self._done = anyio.Event()
         self._changed = anyio.Event()
         self._cursors: OrderedDict[str, int] = OrderedDict()
+        self.updated_at = record.started_at
+        """When the turn last emitted an event or ended."""
 
     @property
     def done(self) -> bool:
@@ -115,10 +120,12 @@ class TurnHandle:
     async def append(self, event: AgentEvent) -> None:
         """The turn's event sink: keep the event and wake the followers."""
         self.log.append(event)
+        self.updated_at = utc_now()
         self._notify()
 
     def finish(self, record: TurnRecord) -> None:
         self.record = record
+        self.updated_at = record.finished_at or utc_now()
         self._done.set()
         self._notify()
 

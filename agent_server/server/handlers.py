@@ -50,6 +50,8 @@ class ToolDef:
     result: type[BaseModel]
     handler: Handler
     annotations: types.ToolAnnotations
+    execution: types.ToolExecution | None = None
+    """`taskSupport` for handshake-era MCP tasks (2025-11-25; absent means forbidden)."""
 
 
 async def call_tool(name: str, ctx: Context, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -60,19 +62,28 @@ async def call_tool(name: str, ctx: Context, arguments: dict[str, Any]) -> types
     try:
         params = tool.params.model_validate(arguments)
         outcome = await tool.handler(ctx.lifespan_context, ctx, params)
-    except ValidationError as exc:
-        return tool_error(InvalidArgument(_validation_message(tool.name, exc)))
-    except AgentServerError as exc:
-        return tool_error(exc)
-    except Exception:
-        logger.exception("tool %s failed", tool.name)
-        return tool_error(AgentServerError(f"internal error in {tool.name}; see the server log"), INTERNAL_ERROR)
+    except Exception as exc:
+        return error_result(tool.name, exc)
+    return outcome_result(outcome)
+
+
+def outcome_result(outcome: Outcome) -> types.CallToolResult:
     structured = outcome.result.model_dump(mode="json", by_alias=True)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=outcome.text)],
         structured_content=structured,
         is_error=outcome.is_error,
     )
+
+
+def error_result(tool: str, exc: Exception) -> types.CallToolResult:
+    """The result of a tool call that raised `exc` (not cancellation, which always propagates)."""
+    if isinstance(exc, ValidationError):
+        return tool_error(InvalidArgument(_validation_message(tool, exc)))
+    if isinstance(exc, AgentServerError):
+        return tool_error(exc)
+    logger.error("tool %s failed", tool, exc_info=exc)
+    return tool_error(AgentServerError(f"internal error in {tool}; see the server log"), INTERNAL_ERROR)
 
 
 def tool_error(exc: AgentServerError, error_type: str | None = None) -> types.CallToolResult:

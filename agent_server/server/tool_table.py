@@ -48,6 +48,7 @@ _DEFS = [
         specs.TurnResult,
         handle_run_turn,
         _hints("Run an agent turn", read_only=False, open_world=True),
+        types.ToolExecution(task_support="optional"),
     ),
     ToolDef(
         "turn_get",

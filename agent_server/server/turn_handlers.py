@@ -11,14 +11,20 @@ when the turn ends or its own `timeout_s` passes, with the `running` record then
 
 from __future__ import annotations
 
-from agent_server.runtime import AgentRuntime
+from agent_server.runtime import AgentRuntime, TurnHandle
 from agent_server.server import tool_specs as specs
 from agent_server.server.connections import connection_key
 from agent_server.server.handlers import Context, Outcome, streamer_for, trace_id_from_meta, turn_outcome
 
 
 async def start_background(runtime: AgentRuntime, ctx: Context, params: specs.RunTurnParams) -> Outcome:
-    handle = await runtime.start_turn(
+    handle = await begin_background(runtime, ctx, params)
+    return turn_outcome(handle.record, params.detail)
+
+
+async def begin_background(runtime: AgentRuntime, ctx: Context, params: specs.RunTurnParams) -> TurnHandle:
+    """Start `params`' turn in the background, with this request's connection and trace id."""
+    return await runtime.start_turn(
         params.prompt,
         session_id=params.session_id,
         connection=connection_key(ctx),
@@ -29,7 +35,6 @@ async def start_background(runtime: AgentRuntime, ctx: Context, params: specs.Ru
         model=params.model,
         tools=params.tools,
     )
-    return turn_outcome(handle.record, params.detail)
 
 
 async def handle_turn_get(runtime: AgentRuntime, ctx: Context, params: specs.TurnGetParams) -> Outcome:
