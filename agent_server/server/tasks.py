@@ -59,7 +59,8 @@ class TaskEntry:
 
 @dataclass(frozen=True)
 class TaskState:
-    """What a task is now: its status, a one-line message, and the final result once it has one."""
+    """What a task is now: its status, a one-line message, and, once the turn ended, the `CallToolResult` the
+    synchronous call would have returned (a cancelled turn's too: the handshake era's `tasks/result` gives it)."""
 
     status: TaskStatus
     message: str
@@ -139,9 +140,10 @@ def _ended(record: TurnRecord, detail: specs.Detail) -> TaskState:
     updated = record.finished_at or utc_now()
     if record.status == "running":  # stored `running` but not followed here: another process runs it
         return TaskState("working", outcome.text, updated)
-    if record.status == "cancelled":
-        return TaskState("cancelled", outcome.text, updated)
-    return TaskState("completed", f"turn {record.status}", updated, outcome_result(outcome))
+    status: TaskStatus = "cancelled" if record.status == "cancelled" else "completed"
+    return TaskState(
+        status, outcome.text if status == "cancelled" else f"turn {record.status}", updated, outcome_result(outcome)
+    )
 
 
 def _task_fields(entry: TaskEntry, state: TaskState) -> dict[str, Any]:
@@ -187,7 +189,7 @@ async def handle_get(registry: TaskRegistry, ctx: Context, params: TaskIdParams)
         raise MCPError(types.INVALID_PARAMS, UNKNOWN_TASK)
     state = await task_state(ctx.lifespan_context, entry)
     fields = _task_fields(entry, state)
-    if state.result is not None:
+    if state.status == "completed" and state.result is not None:  # a cancelled task carries no result
         fields["result"] = state.result.model_dump(mode="json", by_alias=True, exclude_none=True)
     if state.status == "failed":
         fields["error"] = {"code": types.INTERNAL_ERROR, "message": state.message}
