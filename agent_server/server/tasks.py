@@ -12,7 +12,7 @@ Task ids are random (192 bits) and bound to the connection that created the task
 on stdio, the MCP session on handshake-era HTTP); a 2026-07-28 HTTP request has no connection identity,
 so there the id alone is the credential. A task of another connection is "unknown". The registry keeps
 at most `MAX_TASKS` tasks, dropping the oldest finished ones first; a task lives as long as the
-process (`ttlSeconds: null`). No `input_required` yet: a background turn never waits on its caller (it
+process (`ttlMs: null`). No `input_required` yet: a background turn never waits on its caller (it
 needs a configured model; approvals, when they exist, would use it).
 
 The handshake-era tasks (2025-11-25, experimental) are in `legacy_tasks.py`, on the same registry.
@@ -153,8 +153,8 @@ def _task_fields(entry: TaskEntry, state: TaskState) -> dict[str, Any]:
         "status_message": state.message,
         "created_at": entry.created_at,
         "last_updated_at": state.updated_at,
-        "ttl_seconds": None,
-        "poll_interval_milliseconds": POLL_INTERVAL_MS,
+        "ttl_ms": None,
+        "poll_interval_ms": POLL_INTERVAL_MS,
     }
 
 
@@ -167,8 +167,8 @@ class _Task(types.Result):
     status_message: str | None = None
     created_at: str
     last_updated_at: str
-    ttl_seconds: int | None = Field(default=None)
-    poll_interval_milliseconds: int | None = None
+    ttl_ms: int | None = Field(default=None)
+    poll_interval_ms: int | None = None
 
 
 class CreateTaskResult(_Task):
@@ -197,8 +197,8 @@ async def handle_get(registry: TaskRegistry, ctx: Context, params: TaskIdParams)
 
 
 def _wire(task: _Task) -> dict[str, Any]:
-    """The task as JSON: absent fields left out, but `ttlSeconds: null` (unlimited) kept, as the SEP requires."""
-    return {**task.model_dump(mode="json", by_alias=True, exclude_none=True), "ttlSeconds": task.ttl_seconds}
+    """The task as JSON: absent fields left out, but `ttlMs: null` (unlimited) kept, as the SEP requires."""
+    return {**task.model_dump(mode="json", by_alias=True, exclude_none=True), "ttlMs": task.ttl_ms}
 
 
 async def handle_update(registry: TaskRegistry, ctx: Context, params: UpdateTaskParams) -> types.EmptyResult:

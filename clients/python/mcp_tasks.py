@@ -11,7 +11,7 @@ async with Client(server, extensions=[tasks]) as client:
 
 With the extension, every `tools/call` declares `io.modelcontextprotocol/tasks`; a server may then answer
 with a task (`resultType: "task"`) instead of the result. The extension claims that shape and polls
-`tasks/get` (at the server's `pollIntervalMilliseconds`, at least `min_poll_s`) until the task ends, then
+`tasks/get` (at the server's `pollIntervalMs`, at least `min_poll_s`) until the task ends, then
 hands `call_tool` the task's `CallToolResult`: the caller sees no difference, but no single request stays
 open for the whole turn, so a host's per-request time limit no longer ends long turns. A `cancelled` task
 becomes an `isError` result saying so; a `failed` one raises `MCPError`. Cancelling the caller (its
@@ -46,8 +46,8 @@ class _Task(types.Result):
     status_message: str | None = None
     created_at: str | None = None
     last_updated_at: str | None = None
-    ttl_seconds: int | None = None
-    poll_interval_milliseconds: int | None = None
+    ttl_ms: int | None = None
+    poll_interval_ms: int | None = None
 
 
 class CreateTaskResult(_Task):
@@ -114,7 +114,7 @@ class TasksExtension(ClientExtension):
     async def _poll(self, created: CreateTaskResult, ctx: ClaimContext) -> types.CallToolResult:
         task: _Task = created
         while True:
-            await anyio.sleep(max(self._min_poll_s, (task.poll_interval_milliseconds or 0) / 1000))
+            await anyio.sleep(max(self._min_poll_s, (task.poll_interval_ms or 0) / 1000))
             detailed = await get_task(ctx.session, created.task_id, ctx.read_timeout_seconds)
             if detailed.status == "completed" and detailed.result is not None:
                 return types.CallToolResult.model_validate(detailed.result)

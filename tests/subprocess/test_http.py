@@ -65,7 +65,7 @@ async def test_run_turn_over_streamable_http(dirs: ServerDirs, free_tcp_port: in
             async with Client(url, mode=mode) as client:
                 tools = await client.list_tools()
                 result = await client.call_tool("run_turn", {"prompt": "what is here?"}, progress_callback=on_progress)
-    assert len(tools.tools) == 9
+    assert len(tools.tools) == 12
     assert result.structured_content["status"] == "completed", result.structured_content
     assert result.structured_content["final_text"] == "There is hello.txt."
     assert updates and updates[-1] == "done: completed"
