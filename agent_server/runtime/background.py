@@ -149,7 +149,8 @@ class TurnHandle:
         """Send `sink` this turn's events after `after` (default: the last one `follower` was sent, or the
         start), as they come, until the turn ends or `timeout_s` passes. Returns the last event's number
         sent; `follower`'s cursor moves with each event, also when the caller is cancelled midway."""
-        cursor = self._cursor(follower) if after is None else after
+        # A cursor past the last event means "everything so far": later events are never skipped.
+        cursor = min(self._cursor(follower) if after is None else after, self.log.last_seq)
         with anyio.move_on_after(timeout_s):
             while True:
                 changed = self._changed

@@ -130,3 +130,19 @@ async def test_leaving_the_registry_cancels_a_running_turn_and_records_it() -> N
             await anyio.lowlevel.checkpoint()
     assert handle.done and handle.record.status == "cancelled"
     assert handle.record.error is not None and handle.record.error.type == "cancelled"
+
+
+async def test_a_cursor_past_the_last_event_still_gets_the_events_that_follow() -> None:
+    handle = TurnHandle(_record(), LogLimits())
+    await handle.append(_status(1))
+    sink = Sink()
+
+    async def then_finish() -> None:
+        await handle.append(_status(2))
+        handle.finish(_record().model_copy(update={"status": "completed"}))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(then_finish)
+            last = await handle.follow(sink, after=99, timeout_s=5)
+    assert [e.message for e in sink.events if isinstance(e, StatusEvent)] == ["step 2"] and last == 2
