@@ -105,3 +105,21 @@ async def test_a_client_without_the_extension_gets_a_normal_result(tmp_path: Pat
         async with Client(server, mode=mode) as client:
             result = await client.call_tool("run_turn", {"prompt": "x"})
     assert result.structured_content is not None and result.structured_content["final_text"] == "plain"
+
+
+async def test_cancelling_the_caller_cancels_its_task(tmp_path: Path) -> None:
+    server = create_server(make_settings(tmp_path), llm=ScriptedLLM([{"delay_s": 60, "content": "never"}]))
+    task_ids: list[str] = []
+    the_call = anyio.CancelScope()
+
+    def on_task(task_id: str) -> None:
+        task_ids.append(task_id)
+        the_call.cancel()  # the caller gives up as soon as the task exists
+
+    with anyio.fail_after(20):
+        async with Client(server, extensions=[mcp_tasks().TasksExtension(on_task=on_task)]) as client:
+            with the_call:
+                await client.call_tool("run_turn", {"prompt": "slow"})
+            after = await mcp_tasks().get_task(client.session, task_ids[0])
+    assert the_call.cancelled_caught
+    assert after.status == "cancelled"  # the helper sent tasks/cancel before re-raising
