@@ -30,7 +30,6 @@ from agent_server.server.tasks import (
     UNKNOWN_TASK,
     TaskEntry,
     TaskRegistry,
-    TaskState,
     cancel_task,
     start_task,
     task_state,
@@ -49,8 +48,8 @@ async def start(registry: TaskRegistry, ctx: Context) -> dict[str, Any]:
     return {"task": await _task(ctx, _entry(registry, ctx, started["taskId"]))}
 
 
-async def _task(ctx: Context, entry: TaskEntry, state: TaskState | None = None) -> dict[str, Any]:
-    state = state or await task_state(ctx.lifespan_context, entry)
+async def _task(ctx: Context, entry: TaskEntry) -> dict[str, Any]:
+    state = await task_state(ctx.lifespan_context, entry)
     task = types.Task(
         task_id=entry.task_id,
         status=state.status,

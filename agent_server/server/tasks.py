@@ -43,6 +43,7 @@ MAX_TASKS = 256
 POLL_INTERVAL_MS = 1000
 TASK_ID_BYTES = 24
 UNKNOWN_TASK = "Failed to retrieve task: Task not found"
+QUEUED = "queued: the turn begins after an earlier turn of its session (or the mounted servers' start)"
 
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
@@ -126,7 +127,7 @@ async def task_state(runtime: AgentRuntime, entry: TaskEntry) -> TaskState:
     handle = runtime.background_turn(entry.turn_id)
     if handle is not None and not handle.done:
         latest = handle.log.latest()
-        message = describe(latest) if latest is not None else "waiting for an earlier turn of the session to finish"
+        message = describe(latest) if latest is not None else QUEUED
         return TaskState("working", message, handle.updated_at)
     try:
         record = handle.record if handle is not None else await runtime.find_turn(entry.turn_id, entry.session_id)
