@@ -28,7 +28,7 @@ from agent_server.errors import (
 
 if TYPE_CHECKING:
     from agent_server.events import AgentEvent
-    from agent_server.runtime import AgentRuntime, ClientModel, ToolsReport
+    from agent_server.runtime import AgentRuntime, ClientModel, ToolsReport, TurnHandle
     from agent_server.server.app import create_server
     from agent_server.settings import Settings
     from agent_server.types import CompactionRecord, SessionInfo, ToolSpec, TurnRecord, Usage
@@ -42,6 +42,7 @@ _LAZY = {
     "Settings": "agent_server.settings",
     "ToolSpec": "agent_server.types",
     "ToolsReport": "agent_server.runtime",
+    "TurnHandle": "agent_server.runtime",
     "TurnRecord": "agent_server.types",
     "Usage": "agent_server.types",
     "create_server": "agent_server.server.app",
@@ -62,6 +63,7 @@ __all__ = [
     "StoreError",
     "ToolSpec",
     "ToolsReport",
+    "TurnHandle",
     "TurnNotFound",
     "TurnRecord",
     "Usage",

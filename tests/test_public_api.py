@@ -23,6 +23,7 @@ def test_all_is_exactly_the_public_surface() -> None:
         "StoreError",
         "ToolSpec",
         "ToolsReport",
+        "TurnHandle",
         "TurnNotFound",
         "TurnRecord",
         "Usage",

@@ -145,3 +145,25 @@ async def test_run_turn_asks_the_channel_it_is_given(tmp_path: Path) -> None:
     assert record.status == "completed", record
     assert [(a.tool, a.channel, a.decision) for a in record.approvals] == [("read_file", "program", "deny")]
     assert [(r.tool, r.session_id) for r in channel.asked] == [("read_file", record.session_id)]
+
+
+async def test_a_background_turn_through_the_embedded_runtime(tmp_path: Path) -> None:
+    llm = ScriptedLLM([{"content": "Done in the background."}, {"delay_s": 60, "content": "never"}])
+    seen: list[AgentEvent] = []
+
+    async def on_event(event: AgentEvent) -> None:
+        seen.append(event)
+
+    with anyio.fail_after(10):
+        async with AgentRuntime(_settings(tmp_path), llm=llm) as runtime:
+            handle = await runtime.start_turn("Work on it")
+            assert handle.record.status == "running"
+            record = await handle.wait()
+            await handle.follow(on_event, timeout_s=5)
+            slow = await runtime.start_turn("Slow one", session_id=handle.session_id)
+            cancelled = await runtime.cancel_turn(slow.turn_id)
+            stored = await runtime.find_turn(handle.turn_id, handle.session_id)
+    assert record.status == "completed" and record.final_text == "Done in the background."
+    assert record.turn_id == handle.turn_id and stored == record
+    assert [e.type for e in seen][0] == "turn" and seen[-1].type == "done"
+    assert cancelled.status == "cancelled"

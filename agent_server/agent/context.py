@@ -42,6 +42,8 @@ class TurnRequest:
     """Runtime facts the model must know this turn (e.g. tool servers that are unavailable)."""
     approvals: ApprovalChannel | None = None
     """How this turn asks its user to approve a tool call; None: nobody can be asked (`approvals.headless`)."""
+    turn_id: str | None = None
+    """The turn's id when the caller chose it already (a background turn is known before it begins)."""
 
 
 async def discard_event(_event: object) -> None:

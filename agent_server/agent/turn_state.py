@@ -54,7 +54,7 @@ class TurnState:
     def begin(cls, request: TurnRequest) -> TurnState:
         """A new turn of `request`, `running` from now."""
         record = TurnRecord(
-            turn_id=new_id("turn"),
+            turn_id=request.turn_id or new_id("turn"),
             session_id=request.session_id,
             trace_id=request.trace_id,
             status="running",

@@ -32,14 +32,15 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import anyio
 import anyio.to_thread
 
-from agent_server.errors import InvalidArgument, SessionNotFound
+from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFound, TurnNotFound
 from agent_server.events import EventIds, EventSink
 from agent_server.llm.unavailable import CONFIGURE
+from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm
 from agent_server.settings import Settings
 from agent_server.types import (
@@ -52,6 +53,7 @@ from agent_server.types import (
     TurnRecord,
     new_id,
     one_line,
+    utc_now,
 )
 
 if TYPE_CHECKING:
@@ -74,6 +76,8 @@ __all__ = [
     "AgentRuntime",
     "ClientModel",
     "ToolsReport",
+    "TurnHandle",
+    "TurnOptions",
     "fixed_llm",
 ]
 
@@ -83,6 +87,8 @@ NEW_SESSION = "new"
 TITLE_LENGTH = 60
 NO_CURRENT = "this connection has no current session: pass session_id, or create one with session_create"
 SAMPLING_MAX_TOKENS = 4096
+CANCEL_WAIT_S = 10.0
+"""How long `cancel_turn` waits for the cancelled turn to store its record (it takes well under a second)."""
 
 WaitCallback = Callable[[str], None]
 """Told what a call waits on before its turn starts (mounted servers starting, an earlier turn)."""
@@ -96,6 +102,19 @@ class ClientModel:
     with_tools: bool = False
     unavailable: str | None = None
     """Why the caller's model cannot be used; ignored when `requester` is given."""
+
+
+class TurnOptions(TypedDict, total=False):
+    """The options of a turn that `start_turn` passes on to `run_turn` (see there)."""
+
+    max_tool_passes: int | None
+    timeout_s: float | None
+    trace: TraceMode
+    model: str | None
+    tools: Sequence[str] | None
+    approvals: ApprovalChannel | None
+    """A background turn outlives the request that started it, so an MCP caller lends no channel (the
+    headless policy applies); a Python program may pass one that stays reachable."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +169,8 @@ class AgentRuntime:
         self._started_mounts: MountManager | None = None
         self._parts: _Parts | None = None
         self._opening = anyio.Lock()
+        self._background: BackgroundTurns | None = None
+        self._entries = 0
 
     @property
     def has_model(self) -> bool:
@@ -159,6 +180,11 @@ class AgentRuntime:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def __aenter__(self) -> AgentRuntime:
+        # Re-entrant: an in-process MCP server enters its lifespan once per client. Only the outermost
+        # entry starts and stops the parts (the background task group must exit where it was entered).
+        self._entries += 1
+        if self._entries > 1:
+            return self
         stack = AsyncExitStack()
         await stack.__aenter__()
         self._stack = stack
@@ -173,17 +199,24 @@ class AgentRuntime:
             )
             self._started_mounts = await stack.enter_async_context(manager)
         stack.push_async_callback(self._close_store)
+        # Exits first: background turns are cancelled (and recorded) while the store and mounts are still up.
+        self._background = await stack.enter_async_context(BackgroundTurns(self._stored_turn))
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
         assert self._stack is not None, "the runtime was not entered"
-        return await self._stack.__aexit__(exc_type, exc, tb)
+        self._entries -= 1
+        if self._entries:
+            return None
+        stack, self._stack, self._background = self._stack, None, None
+        return await stack.__aexit__(exc_type, exc, tb)
 
     async def _close_store(self) -> None:
-        if self._parts is not None:
-            await self._parts.store.close()
+        parts, self._parts = self._parts, None  # entered again later, the runtime opens a fresh store
+        if parts is not None:
+            await parts.store.close()
 
     async def prepare(self) -> None:
         """Load the turn machinery and open the store now rather than at the first call that needs them.
@@ -256,6 +289,7 @@ class AgentRuntime:
         trace_id: str | None = None,
         client_model: ClientModel | None = None,
         approvals: ApprovalChannel | None = None,
+        turn_id: str | None = None,
     ) -> TurnRecord:
         """Run one agent turn and return its stored record, however it ended.
 
@@ -265,6 +299,7 @@ class AgentRuntime:
         of the session count too. Cancelling the caller cancels the turn; it is recorded `cancelled`.
         `approvals`: how this call's user is asked to approve tool calls (DESIGN 3.7); None: nobody can
         be asked, and calls that need approval follow `approvals.headless` (default: denied).
+        `turn_id`: the id the turn gets (default: a new one).
 
         Raises:
             SessionNotFound: `session_id` is unknown.
@@ -295,9 +330,110 @@ class AgentRuntime:
                 model=model,
                 notes=_unavailable_notes(parts.mounts),
                 approvals=approvals,
+                turn_id=turn_id,
             )
             tool_view = parts.registry.filtered(tools)
             return await run_turn(self._deps(parts, client_model, tool_view), request, on_event or DISCARD)
+
+    async def start_turn(
+        self,
+        prompt: str,
+        *,
+        session_id: str | None = None,
+        connection: str | None = DEFAULT_CONNECTION,
+        trace_id: str | None = None,
+        **options: Unpack[TurnOptions],
+    ) -> TurnHandle:
+        """Start a turn in the background and return its handle at once (its record says `running`).
+
+        The turn runs in the runtime's task group, bounded by its `timeout_s` like any turn; leaving the
+        runtime cancels it (recorded `cancelled`). Its events are kept (bounded, see
+        `agent_server.runtime.background`) for `TurnHandle.follow`. The session is resolved now, so an
+        unknown `session_id` fails here; a turn queued behind another turn of its session begins later.
+        It needs a configured model: the caller's own model is reachable only while its call is open.
+
+        Raises:
+            SessionNotFound: `session_id` is unknown.
+            InvalidArgument: no model is configured, or too many background turns are running.
+        """
+        if self._llm is None:
+            raise InvalidArgument(
+                "a background turn needs a configured model (the caller's own model is only reachable "
+                "while its request is open): " + CONFIGURE
+            )
+        background = self._entered_background()
+        parts = await self._ready()
+        session = await self._session_for_turn(parts, session_id, connection, prompt)
+        if session_id not in (None, NEW_SESSION):
+            await parts.store.get_session(session)
+        trace_id = trace_id or new_id("trace")
+        record = TurnRecord(
+            turn_id=new_id("turn"),
+            session_id=session,
+            trace_id=trace_id,
+            status="running",
+            prompt=prompt,
+            trace=options.get("trace", "standard"),
+            model=options.get("model"),
+            started_at=utc_now(),
+        )
+
+        async def turn(on_event: EventSink) -> TurnRecord:
+            return await self.run_turn(
+                prompt,
+                session_id=session,
+                connection=connection,
+                on_event=on_event,
+                trace_id=trace_id,
+                turn_id=record.turn_id,
+                **options,
+            )
+
+        return background.start(record, turn)
+
+    def background_turn(self, turn_id: str) -> TurnHandle | None:
+        """The handle of a background turn of this runtime (running, or among the recently finished)."""
+        return self._entered_background().get(turn_id)
+
+    async def find_turn(self, turn_id: str, session_id: str | None = None) -> TurnRecord:
+        """A turn's latest record: a background turn of this runtime's, else the stored one of `session_id`.
+
+        Raises:
+            TurnNotFound: neither knows it (turns this runtime no longer follows need their `session_id`).
+            SessionNotFound: `session_id` is unknown.
+        """
+        handle = self.background_turn(turn_id)
+        if handle is not None:
+            return handle.record
+        if session_id is None:
+            raise TurnNotFound("(not given)", turn_id)
+        return await self.get_turn(session_id, turn_id)
+
+    async def cancel_turn(self, turn_id: str, *, timeout_s: float = CANCEL_WAIT_S) -> TurnRecord:
+        """Cancel a running background turn and return its record once it is stored (`cancelled`).
+
+        Raises:
+            TurnNotFound: no background turn of this runtime has that id.
+            InvalidArgument: the turn has ended already.
+        """
+        handle = self.background_turn(turn_id)
+        if handle is None:
+            raise TurnNotFound("(a background turn of this process)", turn_id)
+        if handle.done:
+            raise InvalidArgument(f"turn {turn_id!r} is not running: it ended {handle.record.status}")
+        handle.cancel()
+        return await handle.wait(timeout_s)
+
+    def _entered_background(self) -> BackgroundTurns:
+        if self._background is None:
+            raise RuntimeError("the runtime was not entered: use `async with AgentRuntime(...)`")
+        return self._background
+
+    async def _stored_turn(self, session_id: str, turn_id: str) -> TurnRecord | None:
+        try:
+            return await self.get_turn(session_id, turn_id)
+        except AgentServerError:
+            return None
 
     async def compact(
         self,

@@ -21,9 +21,14 @@ import anyio.to_thread
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
+from mcp.server.context import HandlerResult
+from mcp.server.lowlevel.server import NotificationOptions
 
 from agent_server.runtime import AgentRuntime
 from agent_server.server.listing import tool_names, wire_tools
+from agent_server.server.task_wire import TaskHub, declares_tasks
+from agent_server.server.task_wire import capabilities as task_capabilities
+from agent_server.server.task_wire import install as install_tasks
 from agent_server.settings import Settings
 
 if TYPE_CHECKING:
@@ -92,26 +97,49 @@ def create_server(
     """
     runtime = AgentRuntime(settings, llm=llm, in_process_mounts=in_process_mounts)
     listed = anyio.Event()
+    hub: TaskHub | None = None
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         listed.set()
         return types.ListToolsResult(tools=wire_tools())
 
-    async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> HandlerResult:
         if params.name not in tool_names():
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        if params.name == "run_turn" and hub is not None and declares_tasks(ctx):
+            return await hub.start(ctx, params.arguments or {})
         from agent_server.server.handlers import call_tool
 
         return await call_tool(params.name, ctx, params.arguments or {})
 
-    return Server(
+    server = _AgentServer(
         SERVER_NAME,
         version=_version(),
         instructions=INSTRUCTIONS,
         lifespan=_lifespan(runtime, listed),
         on_list_tools=list_tools,
-        on_call_tool=call_tool,
     )
+    # Registered as a plain handler: a `run_turn` as a task answers a `resultType: "task"` result.
+    server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    hub = install_tasks(server)
+    return server
+
+
+class _AgentServer(Server[AgentRuntime]):
+    """The SDK's low-level server, advertising MCP tasks the way each protocol era expects (`task_wire`)."""
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        caps = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        return task_capabilities(caps, protocol_version)
 
 
 def _version() -> str:

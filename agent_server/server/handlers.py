@@ -51,6 +51,8 @@ class ToolDef:
     result: type[BaseModel]
     handler: Handler
     annotations: types.ToolAnnotations
+    execution: types.ToolExecution | None = None
+    """`taskSupport` for handshake-era MCP tasks (2025-11-25; absent means forbidden)."""
 
 
 async def call_tool(name: str, ctx: Context, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -61,19 +63,28 @@ async def call_tool(name: str, ctx: Context, arguments: dict[str, Any]) -> types
     try:
         params = tool.params.model_validate(arguments)
         outcome = await tool.handler(ctx.lifespan_context, ctx, params)
-    except ValidationError as exc:
-        return tool_error(InvalidArgument(_validation_message(tool.name, exc)))
-    except AgentServerError as exc:
-        return tool_error(exc)
-    except Exception:
-        logger.exception("tool %s failed", tool.name)
-        return tool_error(AgentServerError(f"internal error in {tool.name}; see the server log"), INTERNAL_ERROR)
+    except Exception as exc:
+        return error_result(tool.name, exc)
+    return outcome_result(outcome)
+
+
+def outcome_result(outcome: Outcome) -> types.CallToolResult:
     structured = outcome.result.model_dump(mode="json", by_alias=True)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=outcome.text)],
         structured_content=structured,
         is_error=outcome.is_error,
     )
+
+
+def error_result(tool: str, exc: Exception) -> types.CallToolResult:
+    """The result of a tool call that raised `exc` (not cancellation, which always propagates)."""
+    if isinstance(exc, ValidationError):
+        return tool_error(InvalidArgument(_validation_message(tool, exc)))
+    if isinstance(exc, AgentServerError):
+        return tool_error(exc)
+    logger.error("tool %s failed", tool, exc_info=exc)
+    return tool_error(AgentServerError(f"internal error in {tool}; see the server log"), INTERNAL_ERROR)
 
 
 def tool_error(exc: AgentServerError, error_type: str | None = None) -> types.CallToolResult:
@@ -98,7 +109,11 @@ def _validation_message(tool: str, exc: ValidationError) -> str:
 
 
 async def handle_run_turn(runtime: AgentRuntime, ctx: Context, params: specs.RunTurnParams) -> Outcome:
-    streamer = _streamer(runtime, ctx)
+    if params.background:
+        from agent_server.server.turn_handlers import start_background
+
+        return await start_background(runtime, ctx, params)
+    streamer = streamer_for(runtime, ctx)
     async with streamer.heartbeat():
         record = await runtime.run_turn(
             params.prompt,
@@ -121,13 +136,18 @@ async def handle_run_turn(runtime: AgentRuntime, ctx: Context, params: specs.Run
 def turn_outcome(record: TurnRecord, detail: specs.Detail) -> Outcome:
     """A turn's result: the record at `detail`, the final answer (or why there is none) as text."""
     text = record.final_text
-    if record.status != "completed":
+    if record.status == "running":
+        text = (
+            f"[turn running] turn {record.turn_id} of session {record.session_id} runs in the background: "
+            "follow it with turn_wait or turn_get, stop it with turn_cancel"
+        )
+    elif record.status != "completed":
         reason = record.error.message if record.error else record.status
         text = f"[turn {record.status}] {reason}" + (f"\n\n{text}" if text else "")
     return Outcome(specs.TurnResult.of(record, detail), text, is_error=record.status == "failed")
 
 
-def _streamer(runtime: AgentRuntime, ctx: Context) -> EventStreamer:
+def streamer_for(runtime: AgentRuntime, ctx: Context) -> EventStreamer:
     settings = runtime.settings
     return EventStreamer(ctx, flush_interval=settings.token_flush_interval_s, heartbeat_s=settings.heartbeat_s)
 
@@ -139,7 +159,7 @@ def _client_model(runtime: AgentRuntime, ctx: Context) -> ClientModel | None:
 
 async def handle_compact(runtime: AgentRuntime, ctx: Context, params: specs.CompactParams) -> Outcome:
     session_id = await runtime.session_or_current(params.session_id, connection=connection_key(ctx))
-    streamer = _streamer(runtime, ctx)
+    streamer = streamer_for(runtime, ctx)
     async with streamer.heartbeat():
         record = await runtime.compact(
             session_id,

@@ -44,6 +44,7 @@ def generate_listing() -> str:
             input_schema=params,
             output_schema=result,
             annotations=tool.annotations,
+            execution=tool.execution,
         )
         tools.append(wire.model_dump(mode="json", by_alias=True, exclude_none=True))
     return json.dumps(tools, indent=1, ensure_ascii=False) + "\n"

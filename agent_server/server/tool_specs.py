@@ -65,6 +65,13 @@ class RunTurnParams(_Params):
     model: str | None = Field(default=None, description="Model name override for this turn.")
     tools: list[str] | None = Field(default=None, description="Allow-list of agent tool names or globs.")
     detail: Detail = Field(default="summary", description=_DETAIL_HELP)
+    background: bool = Field(
+        default=False,
+        description=(
+            "Return the `running` record at once and run the turn in the server; follow it with turn_wait "
+            "(streams its events) or turn_get, stop it with turn_cancel. For hosts whose tool calls time out."
+        ),
+    )
 
     @field_validator("prompt")
     @classmethod
@@ -72,6 +79,46 @@ class RunTurnParams(_Params):
         if not value.strip():
             raise ValueError("prompt must not be blank")
         return value
+
+
+_TURN_ID_HELP = "The turn_id of a run_turn result."
+_TURN_SESSION_HELP = (
+    "The turn's session_id: needed only for turns this server process no longer follows (run without "
+    "background, finished long ago, or started by an earlier process); background turns are found by id."
+)
+TURN_WAIT_DEFAULT_S = 60.0
+TURN_WAIT_MAX_S = 600.0
+
+
+class TurnGetParams(_Params):
+    turn_id: str = Field(min_length=1, description=_TURN_ID_HELP)
+    session_id: str | None = Field(default=None, description=_TURN_SESSION_HELP)
+    detail: Detail = Field(default="summary", description=_DETAIL_HELP)
+
+
+class TurnWaitParams(_Params):
+    turn_id: str = Field(min_length=1, description=_TURN_ID_HELP)
+    session_id: str | None = Field(default=None, description=_TURN_SESSION_HELP)
+    timeout_s: float = Field(
+        default=TURN_WAIT_DEFAULT_S,
+        gt=0,
+        le=TURN_WAIT_MAX_S,
+        description="How long to wait; then the `running` record comes back (the turn goes on). Default 60.",
+    )
+    after_event: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Stream the events after this number (a previous result's last_event; 0: all of them). "
+            "Default: after the last event this connection was sent."
+        ),
+    )
+    detail: Detail = Field(default="summary", description=_DETAIL_HELP)
+
+
+class TurnCancelParams(_Params):
+    turn_id: str = Field(min_length=1, description=_TURN_ID_HELP)
+    detail: Detail = Field(default="summary", description=_DETAIL_HELP)
 
 
 class CompactParams(_Params):
@@ -184,6 +231,10 @@ class TurnResult(_Result):
 
 
 _FULL_ONLY = {"prompt", "trace", "assistant_turns", "tool_rounds", "transitions", "approvals"}
+
+
+class TurnWaitResult(TurnResult):
+    last_event: int = Field(description="The number of the last event of the turn sent so far (for after_event).")
 
 
 class ToolError(BaseModel):

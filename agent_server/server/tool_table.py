@@ -16,6 +16,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from agent_server.server import session_handlers as sessions
 from agent_server.server import tool_specs as specs
+from agent_server.server import turn_handlers as turns
 from agent_server.server.handlers import ToolDef, handle_compact, handle_run_turn
 from agent_server.types import SessionInfo
 
@@ -47,6 +48,35 @@ _DEFS = [
         specs.TurnResult,
         handle_run_turn,
         _hints("Run an agent turn", read_only=False, open_world=True),
+        types.ToolExecution(task_support="optional"),
+    ),
+    ToolDef(
+        "turn_get",
+        "A turn's record, running or ended (summary unless detail `full`). Background turns are found by "
+        "turn_id; older turns also need their session_id.",
+        specs.TurnGetParams,
+        specs.TurnResult,
+        turns.handle_turn_get,
+        _hints("Get a turn", read_only=True),
+    ),
+    ToolDef(
+        "turn_wait",
+        "Wait for a background turn (run_turn with background true) to end, streaming its events as progress "
+        "from the first one this connection has not seen. Returns the ended turn's result, or the `running` "
+        "record when timeout_s passes (call again to keep waiting; the turn goes on meanwhile).",
+        specs.TurnWaitParams,
+        specs.TurnWaitResult,
+        turns.handle_turn_wait,
+        _hints("Wait for a turn", read_only=True),
+    ),
+    ToolDef(
+        "turn_cancel",
+        "Cancel a running background turn; returns its record (`cancelled`). An error if the turn is not "
+        "running in this server process.",
+        specs.TurnCancelParams,
+        specs.TurnResult,
+        turns.handle_turn_cancel,
+        _hints("Cancel a turn", read_only=False, idempotent=True),
     ),
     ToolDef(
         "compact",

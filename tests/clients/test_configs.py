@@ -31,6 +31,9 @@ CONFIGS = REPO / "clients" / "configs"
 WORKSPACE_PLACEHOLDER = "/absolute/path/to/your/project"
 EXPECTED_TOOLS = {
     "run_turn",
+    "turn_get",
+    "turn_wait",
+    "turn_cancel",
     "compact",
     "session_create",
     "session_list",

@@ -67,7 +67,7 @@ async def test_unknown_tool_is_a_protocol_error(tmp_path: Path, mode: str) -> No
             await h.call("no_such_tool")
         tools = await h.client.list_tools()
     assert caught.value.code == -32602
-    assert len(tools.tools) == 9
+    assert len(tools.tools) == 12
 
 
 async def test_every_tool_lists_input_and_output_schemas(tmp_path: Path, mode: str) -> None:
@@ -76,6 +76,9 @@ async def test_every_tool_lists_input_and_output_schemas(tmp_path: Path, mode: s
     names = {t.name for t in tools}
     assert names == {
         "run_turn",
+        "turn_get",
+        "turn_wait",
+        "turn_cancel",
         "compact",
         "session_create",
         "session_list",
@@ -101,7 +104,7 @@ async def test_every_tool_carries_annotations_hosts_can_gate_on(tmp_path: Path, 
     }
     assert hints.keys() == tools.keys()
     read_only = {name for name, (ro, _, _) in hints.items() if ro}
-    assert read_only == {"session_list", "session_get", "agent_tools"}
+    assert read_only == {"session_list", "session_get", "agent_tools", "turn_get", "turn_wait"}
     assert {name for name, (_, destructive, _) in hints.items() if destructive} == {"session_delete"}
     assert hints["run_turn"] == (False, False, True)
     assert "session_id" in tools["run_turn"].description and "`new`" in tools["run_turn"].description

@@ -28,6 +28,8 @@ SCRIPT: list[dict[str, Any]] = [
     {"delay_s": 5, "content": "too late"},  # timed out
     {"content": "answer"},
     {"content": "SUMMARY"},  # compact
+    {"content": "background answer"},
+    {"delay_s": 30, "content": "cancelled in the background"},
 ]
 
 
@@ -71,11 +73,25 @@ async def test_every_result_of_every_tool_matches_its_output_schema(tmp_path: Pa
             assert (await check.call(h, "session_fork", {"at_turn": "turn_nope"})).is_error
             await check.call(h, "session_delete", {"session_id": created["session_id"]})
             await check.call(h, "agent_tools", {})
+            await _background_turns(h, check)
     assert check.seen == {tool: {False, True} for tool in check.seen}, "a success and an error of every tool"
+
+
+async def _background_turns(h: Harness, check: Checker) -> None:
+    started = (await check.call(h, "run_turn", {"prompt": "bg", "background": True})).structured_content
+    await check.call(h, "turn_wait", {"turn_id": started["turn_id"], "timeout_s": 10, "detail": "full"})
+    await check.call(h, "turn_get", {"turn_id": started["turn_id"]})
+    slow = await check.call(h, "run_turn", {"prompt": "slow", "background": True, "session_id": "new"})
+    await check.call(h, "turn_cancel", {"turn_id": slow.structured_content["turn_id"]})
+    for tool in ("turn_get", "turn_wait", "turn_cancel"):
+        assert (await check.call(h, tool, {"turn_id": "turn_nope"})).is_error
 
 
 VALID_ARGUMENTS: dict[str, dict[str, Any]] = {
     "run_turn": {"prompt": "x"},
+    "turn_get": {"turn_id": "turn_x", "session_id": "ses_x"},
+    "turn_wait": {"turn_id": "turn_x", "session_id": "ses_x"},
+    "turn_cancel": {"turn_id": "turn_x"},
     "session_switch": {"session_id": "ses_x"},
     "session_delete": {"session_id": "ses_x"},
 }
@@ -93,4 +109,6 @@ async def test_store_errors_match_every_output_schema(tmp_path: Path, mode: str)
                 result = await check.call(h, tool, arguments)
                 assert result.is_error
                 assert result.structured_content is not None
-                assert result.structured_content["error"]["type"] in {"store_error", "internal_error"}
+                # turn_cancel answers from memory: this process runs no such turn
+                expected = {"turn_not_found"} if tool == "turn_cancel" else {"store_error", "internal_error"}
+                assert result.structured_content["error"]["type"] in expected

@@ -65,7 +65,7 @@ async def test_run_turn_over_streamable_http(dirs: ServerDirs, free_tcp_port: in
             async with Client(url, mode=mode) as client:
                 tools = await client.list_tools()
                 result = await client.call_tool("run_turn", {"prompt": "what is here?"}, progress_callback=on_progress)
-    assert len(tools.tools) == 9
+    assert len(tools.tools) == 12
     assert result.structured_content["status"] == "completed", result.structured_content
     assert result.structured_content["final_text"] == "There is hello.txt."
     assert updates and updates[-1] == "done: completed"
@@ -164,3 +164,18 @@ async def test_closing_the_stream_cancels_the_turn_on_2026_07_28(dirs: ServerDir
                 got = await client.call_tool("session_get", {"session_id": session})
     assert queued.structured_content["final_text"] == "queued answer"
     assert [t["status"] for t in got.structured_content["turns"]] == ["cancelled", "completed"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_background_turn_outlives_its_http_request(dirs: ServerDirs, free_tcp_port: int, mode: str) -> None:
+    script = [{"delay_s": 0.5, "content": "Done in the background."}]
+    async with http_server(dirs, free_tcp_port, script=script) as url:
+        with anyio.fail_after(30):
+            async with Client(url, mode=mode) as client:
+                started = await client.call_tool("run_turn", {"prompt": "slow", "background": True})
+                turn_id = started.structured_content["turn_id"]  # type: ignore[index]
+            async with Client(url, mode=mode) as client:  # another connection: any caller with the id may wait
+                ended = await client.call_tool("turn_wait", {"turn_id": turn_id, "timeout_s": 20})
+    assert started.structured_content is not None and started.structured_content["status"] == "running"
+    assert ended.structured_content is not None and ended.structured_content["status"] == "completed"
+    assert ended.structured_content["final_text"] == "Done in the background."

@@ -1,0 +1,284 @@
+"""Background turns (DESIGN 3.6): turns that outlive the request that started them.
+
+`BackgroundTurns` owns a task group entered with the runtime; each background turn runs there,
+bounded by its own `timeout_s`, and is cancelled (and recorded `cancelled`) when the runtime shuts
+down. A `TurnHandle` follows one turn: its latest record, its events, a way to wait and to cancel.
+
+Every turn keeps its events in an `EventLog` so that a follower who comes late still sees the steps
+it missed, from the first one. The log is bounded (`max_events`, `max_bytes`): past a cap the oldest
+token deltas are dropped first (the record's `final_text` keeps the whole answer), then the oldest
+other events; a follower whose next events were dropped gets one `status` event with phase
+`events_dropped` saying how many, in their place. Each follower (a connection key, or the caller's
+own cursor) resumes after the last event it was sent.
+
+The registry is bounded too: at most `max_running` background turns at once (another start is an
+`InvalidArgument`), and the `keep_finished` most recently finished turns stay followable; older ones
+are only in the store (their record, without events). No MCP types here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+import anyio
+import anyio.abc
+
+from agent_server.errors import CANCELLED, INTERNAL_ERROR, AgentServerError, InvalidArgument
+from agent_server.events import AgentEvent, EventIds, EventSink, StatusEvent
+from agent_server.types import ErrorInfo, TurnRecord, TurnStatus, utc_now
+
+logger = logging.getLogger(__name__)
+
+EVENT_LOG_MAX_EVENTS = 2000
+EVENT_LOG_MAX_BYTES = 1_000_000
+MAX_RUNNING = 32
+KEEP_FINISHED = 64
+MAX_FOLLOWERS = 64
+"""Per turn: how many followers' cursors are remembered (the oldest is forgotten; it then restarts at 0)."""
+DROPPED_PHASE = "events_dropped"
+
+
+@dataclass(frozen=True)
+class LogLimits:
+    max_events: int = EVENT_LOG_MAX_EVENTS
+    max_bytes: int = EVENT_LOG_MAX_BYTES
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Events after a cursor: `(seq, event)` in order, and how many in that range were dropped."""
+
+    events: list[tuple[int, AgentEvent]]
+    dropped: int
+    last_seq: int
+
+
+class EventLog:
+    """A turn's events, numbered from 1, within `LogLimits` (see the module docstring)."""
+
+    def __init__(self, limits: LogLimits) -> None:
+        self._limits = limits
+        self._entries: deque[tuple[int, AgentEvent, int]] = deque()
+        self._bytes = 0
+        self.last_seq = 0
+        self.dropped = 0
+
+    def append(self, event: AgentEvent) -> None:
+        size = len(event.model_dump_json())
+        self.last_seq += 1
+        self._entries.append((self.last_seq, event, size))
+        self._bytes += size
+        while len(self._entries) > 1 and (
+            len(self._entries) > self._limits.max_events or self._bytes > self._limits.max_bytes
+        ):
+            self._drop_one()
+
+    def _drop_one(self) -> None:
+        victim = next((i for i, (_, e, _) in enumerate(self._entries) if e.type == "token"), 0)
+        _, _, size = self._entries[victim]
+        del self._entries[victim]
+        self._bytes -= size
+        self.dropped += 1
+
+    def latest(self) -> AgentEvent | None:
+        return self._entries[-1][1] if self._entries else None
+
+    def since(self, after: int) -> Batch:
+        events = [(seq, event) for seq, event, _ in self._entries if seq > after]
+        missing = max(0, self.last_seq - max(after, 0)) - len(events)
+        return Batch(events=events, dropped=missing, last_seq=self.last_seq)
+
+
+class TurnHandle:
+    """One background turn, as its starter and its followers see it."""
+
+    def __init__(self, record: TurnRecord, limits: LogLimits) -> None:
+        self.turn_id = record.turn_id
+        self.session_id = record.session_id
+        self.record = record
+        """The latest record: `running` until the turn ends, then the stored final record."""
+        self.log = EventLog(limits)
+        self._limits = limits
+        self._scope = anyio.CancelScope()
+        self._done = anyio.Event()
+        self._changed = anyio.Event()
+        self._cursors: OrderedDict[str, int] = OrderedDict()
+        self.updated_at = record.started_at
+        """When the turn last emitted an event or ended."""
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def ids(self) -> EventIds:
+        return {"turn_id": self.turn_id, "session_id": self.session_id, "trace_id": self.record.trace_id}
+
+    async def append(self, event: AgentEvent) -> None:
+        """The turn's event sink: keep the event and wake the followers."""
+        self.log.append(event)
+        self.updated_at = utc_now()
+        self._notify()
+
+    def finish(self, record: TurnRecord) -> None:
+        self.record = record
+        self.updated_at = record.finished_at or utc_now()
+        self._done.set()
+        self._notify()
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
+    def cancel(self) -> None:
+        """Ask the turn to stop; it records itself `cancelled` (see `wait`)."""
+        self._scope.cancel()
+
+    async def wait(self, timeout_s: float | None = None) -> TurnRecord:
+        """The final record, or the `running` one when `timeout_s` passes first."""
+        with anyio.move_on_after(timeout_s if timeout_s is not None else float("inf")):
+            await self._done.wait()
+        return self.record
+
+    async def follow(
+        self, sink: EventSink, *, follower: str | None = None, after: int | None = None, timeout_s: float
+    ) -> int:
+        """Send `sink` this turn's events after `after` (default: the last one `follower` was sent, or the
+        start), as they come, until the turn ends or `timeout_s` passes. Returns the last event's number
+        sent; `follower`'s cursor moves with each event, also when the caller is cancelled midway."""
+        # A cursor past the last event means "everything so far": later events are never skipped.
+        cursor = min(self._cursor(follower) if after is None else after, self.log.last_seq)
+        with anyio.move_on_after(timeout_s):
+            while True:
+                changed = self._changed
+                batch = self.log.since(cursor)
+                if batch.dropped:
+                    await sink(self._dropped_marker(batch.dropped))
+                for seq, event in batch.events:
+                    await sink(event)
+                    cursor = seq
+                    self._remember(follower, seq)
+                if batch.dropped or batch.events:
+                    cursor = max(cursor, batch.last_seq)
+                    self._remember(follower, cursor)
+                    continue
+                if self.done:
+                    break
+                await changed.wait()
+        return cursor
+
+    def _cursor(self, follower: str | None) -> int:
+        return 0 if follower is None else self._cursors.get(follower, 0)
+
+    def _remember(self, follower: str | None, seq: int) -> None:
+        if follower is None:
+            return
+        self._cursors[follower] = seq
+        self._cursors.move_to_end(follower)
+        while len(self._cursors) > MAX_FOLLOWERS:
+            self._cursors.popitem(last=False)
+
+    def _dropped_marker(self, count: int) -> StatusEvent:
+        limits = self._limits
+        message = (
+            f"{count} earlier event(s) of this turn were dropped: a turn keeps at most {limits.max_events} events "
+            f"and {limits.max_bytes} bytes of them, dropping token text first (final_text has the whole answer)"
+        )
+        return StatusEvent(phase=DROPPED_PHASE, message=message, **self.ids())
+
+    async def run(self, turn: Callable[[EventSink], Awaitable[TurnRecord]], stored: StoredRecord) -> None:
+        """Run the turn to its end in this task; never raises but for the runtime's own cancellation."""
+        record: TurnRecord | None = None
+        try:
+            with self._scope:
+                record = await turn(self.append)
+        except Exception as exc:  # the turn's own failures are in its record; this is what happened before it
+            logger.exception("background turn %s failed", self.turn_id)
+            error_type = exc.type if isinstance(exc, AgentServerError) else INTERNAL_ERROR
+            message = exc.message if isinstance(exc, AgentServerError) else f"{type(exc).__name__}: {exc}"
+            record = self._ended("failed", ErrorInfo(type=error_type, message=message))
+        finally:
+            self.finish(record if record is not None else await self._cancelled(stored))
+
+    async def _cancelled(self, stored: StoredRecord) -> TurnRecord:
+        """The record of a cancelled turn: the one it stored (shielded) before re-raising, if it began."""
+        record: TurnRecord | None = None
+        with anyio.CancelScope(shield=True):
+            record = await stored(self.session_id, self.turn_id)
+        return record or self._ended("cancelled", _NOT_BEGUN)
+
+    def _ended(self, status: TurnStatus, error: ErrorInfo) -> TurnRecord:
+        return self.record.model_copy(update={"status": status, "error": error, "finished_at": utc_now()})
+
+
+_NOT_BEGUN = ErrorInfo(type=CANCELLED, message="the turn was cancelled before it began")
+
+StoredRecord = Callable[[str, str], Awaitable[TurnRecord | None]]
+"""`(session_id, turn_id)` -> the stored record, or None."""
+
+
+class BackgroundTurns:
+    """The registry of background turns and the task group they run in (see the module docstring)."""
+
+    def __init__(
+        self,
+        stored: StoredRecord,
+        *,
+        limits: LogLimits | None = None,
+        max_running: int = MAX_RUNNING,
+        keep_finished: int = KEEP_FINISHED,
+    ) -> None:
+        self._stored = stored
+        self._limits = limits or LogLimits()
+        self._max_running = max_running
+        self._keep_finished = keep_finished
+        self._turns: OrderedDict[str, TurnHandle] = OrderedDict()
+        self._group: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> BackgroundTurns:
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._group is not None
+        self._group.cancel_scope.cancel()  # shutdown: every background turn records itself `cancelled`
+        return await self._group.__aexit__(exc_type, exc, tb)
+
+    def get(self, turn_id: str) -> TurnHandle | None:
+        return self._turns.get(turn_id)
+
+    def start(self, record: TurnRecord, turn: Callable[[EventSink], Awaitable[TurnRecord]]) -> TurnHandle:
+        """Run `turn` in the background; `record` is its `running` record until it ends.
+
+        Raises:
+            InvalidArgument: `max_running` background turns are running already.
+        """
+        if self._group is None:
+            raise RuntimeError("the runtime was not entered")
+        running = sum(1 for handle in self._turns.values() if not handle.done)
+        if running >= self._max_running:
+            raise InvalidArgument(
+                f"{running} background turns are running already (the limit): wait for one or cancel it"
+            )
+        handle = TurnHandle(record, self._limits)
+        self._turns[handle.turn_id] = handle
+        self._group.start_soon(self._run, handle, turn)
+        return handle
+
+    async def _run(self, handle: TurnHandle, turn: Callable[[EventSink], Awaitable[TurnRecord]]) -> None:
+        try:
+            await handle.run(turn, self._stored)
+        finally:
+            self._forget_old()
+
+    def _forget_old(self) -> None:
+        finished = [turn_id for turn_id, handle in self._turns.items() if handle.done]
+        for turn_id in finished[: max(0, len(finished) - self._keep_finished)]:
+            del self._turns[turn_id]

@@ -1,0 +1,113 @@
+"""`run_turn` as a task in the handshake era: the 2025-11-25 experimental tasks, as VS Code uses them.
+
+`initialize` advertises the `tasks` capability (list, cancel, task-augmented `tools/call`) and `run_turn`
+lists `execution.taskSupport: "optional"`. A `tools/call` of `run_turn` whose params carry `task` starts a
+background turn and answers a `CreateTaskResult` at once (a middleware answers it, since the SDK would
+reshape a tool call's result into a `CallToolResult`); without `task` the call runs as usual. Then:
+
+- `tasks/get`: the task (`working` with the latest progress line, `completed`, `cancelled`);
+- `tasks/result`: waits until the turn ends, then returns exactly the `CallToolResult` the synchronous call
+  would have returned (a cancelled turn's too: its record says `cancelled`), with the related-task `_meta`;
+- `tasks/list`: this connection's tasks, newest first, paged by `nextCursor`;
+- `tasks/cancel`: cancels the turn and returns the task (`cancelled`); a task that already ended is `-32602`.
+
+An unknown task (or one of another connection) is `-32602`. The tasks live in the same registry as the
+2026-07-28 ones (`tasks.py`), with the same ids, binding and bounds; `ttl` is null (kept while the process
+runs, within the registry's bound).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp import MCPError
+
+from agent_server.server.connections import connection_key
+from agent_server.server.handlers import Context
+from agent_server.server.tasks import (
+    POLL_INTERVAL_MS,
+    UNKNOWN_TASK,
+    TaskEntry,
+    TaskRegistry,
+    cancel_task,
+    start_task,
+    task_state,
+)
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+LIST_PAGE = 50
+
+
+async def start(registry: TaskRegistry, ctx: Context) -> dict[str, Any]:
+    """Answer a task-augmented `tools/call` of `run_turn` with its `CreateTaskResult`."""
+    params = types.CallToolRequestParams.model_validate(ctx.params)
+    started = await start_task(registry, ctx, params.arguments or {})
+    if isinstance(started, types.CallToolResult):  # bad arguments: the call's usual error result
+        return started.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {"task": await _task(ctx, _entry(registry, ctx, started["taskId"]))}
+
+
+async def _task(ctx: Context, entry: TaskEntry) -> dict[str, Any]:
+    state = await task_state(ctx.lifespan_context, entry)
+    task = types.Task(
+        task_id=entry.task_id,
+        status=state.status,
+        status_message=state.message,
+        created_at=entry.created_at,
+        last_updated_at=state.updated_at,
+        ttl=None,
+        poll_interval=POLL_INTERVAL_MS,
+    )
+    return {**task.model_dump(mode="json", by_alias=True, exclude_none=True), "ttl": None}
+
+
+def _entry(registry: TaskRegistry, ctx: Context, task_id: str) -> TaskEntry:
+    entry = registry.get(task_id, connection_key(ctx))
+    if entry is None:
+        raise MCPError(types.INVALID_PARAMS, UNKNOWN_TASK)
+    return entry
+
+
+async def handle_get(registry: TaskRegistry, ctx: Context, task_id: str) -> dict[str, Any]:
+    return await _task(ctx, _entry(registry, ctx, task_id))
+
+
+async def handle_result(registry: TaskRegistry, ctx: Context, task_id: str) -> dict[str, Any]:
+    """Blocks until the turn ends (bounded by the turn's own timeout and the caller's)."""
+    entry = _entry(registry, ctx, task_id)
+    handle = ctx.lifespan_context.background_turn(entry.turn_id)
+    if handle is not None:
+        await handle.wait()
+    state = await task_state(ctx.lifespan_context, entry)
+    if state.result is None:
+        failure = state.message if state.status == "failed" else f"task {entry.task_id} is {state.status}"
+        raise MCPError(types.INTERNAL_ERROR, failure)
+    result = state.result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {**result, "_meta": {**(result.get("_meta") or {}), RELATED_TASK: {"taskId": entry.task_id}}}
+
+
+async def handle_list(registry: TaskRegistry, ctx: Context, cursor: str | None) -> dict[str, Any]:
+    entries = registry.owned_by(connection_key(ctx))
+    first = _offset(cursor)
+    page = entries[first : first + LIST_PAGE]
+    tasks = [await _task(ctx, entry) for entry in page]
+    more = first + LIST_PAGE < len(entries)
+    return {"tasks": tasks, **({"nextCursor": str(first + LIST_PAGE)} if more else {})}
+
+
+def _offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit():
+        raise MCPError(types.INVALID_PARAMS, f"invalid cursor {cursor!r}")
+    return int(cursor)
+
+
+async def handle_cancel(registry: TaskRegistry, ctx: Context, task_id: str) -> dict[str, Any]:
+    entry = _entry(registry, ctx, task_id)
+    before = await task_state(ctx.lifespan_context, entry)
+    if before.status != "working":
+        raise MCPError(types.INVALID_PARAMS, f"Cannot cancel task: it is already {before.status}")
+    await cancel_task(registry, ctx, entry.task_id)
+    return await _task(ctx, entry)

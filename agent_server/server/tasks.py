@@ -1,0 +1,224 @@
+"""`run_turn` as an MCP task (DESIGN 3.6), over background turns; this module is the 2026-07-28 half.
+
+On 2026-07-28 (the extension `io.modelcontextprotocol/tasks`, SEP-2663): the server advertises the
+extension in `server/discover`; a `run_turn` whose request declares it gets `resultType: "task"` (a
+`CreateTaskResult`), never otherwise. `tasks/get` returns the `DetailedTask`: `working` with the latest
+progress line as `statusMessage`, `completed` with exactly the `CallToolResult` the synchronous call would
+have returned (a failed turn included: `isError` is a tool result, not a protocol error), `cancelled`;
+`failed` is left for internal errors. `tasks/update` and `tasks/cancel` always acknowledge (the SEP
+says so); cancel stops the turn. An unknown task is `-32602` for `tasks/get`.
+
+Task ids are random (192 bits) and bound to the connection that created the task (the server process
+on stdio, the MCP session on handshake-era HTTP); a 2026-07-28 HTTP request has no connection identity,
+so there the id alone is the credential. A task of another connection is "unknown". The registry keeps
+at most `MAX_TASKS` tasks, dropping the oldest finished ones first; a task lives as long as the
+process (`ttlMs: null`). No `input_required` yet: a background turn never waits on its caller (it
+needs a configured model; approvals, when they exist, would use it).
+
+The handshake-era tasks (2025-11-25, experimental) are in `legacy_tasks.py`, on the same registry.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import mcp_types as types
+from mcp import MCPError
+from pydantic import Field
+
+from agent_server.errors import AgentServerError
+from agent_server.runtime import AgentRuntime
+from agent_server.server import tool_specs as specs
+from agent_server.server.connections import connection_key
+from agent_server.server.handlers import Context, error_result, outcome_result, turn_outcome
+from agent_server.server.streaming import describe
+from agent_server.server.task_wire import TaskIdParams, UpdateTaskParams
+from agent_server.server.turn_handlers import begin_background
+from agent_server.types import TurnRecord, utc_now
+
+MAX_TASKS = 256
+POLL_INTERVAL_MS = 1000
+TASK_ID_BYTES = 24
+UNKNOWN_TASK = "Failed to retrieve task: Task not found"
+QUEUED = "queued: the turn begins after an earlier turn of its session (or the mounted servers' start)"
+
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    task_id: str
+    owner: str | None
+    turn_id: str
+    session_id: str
+    detail: specs.Detail
+    created_at: str
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """What a task is now: its status, a one-line message, and, once the turn ended, the `CallToolResult` the
+    synchronous call would have returned (a cancelled turn's too: the handshake era's `tasks/result` gives it)."""
+
+    status: TaskStatus
+    message: str
+    updated_at: str
+    result: types.CallToolResult | None = None
+
+
+class TaskRegistry:
+    """Tasks of this process (see the module docstring)."""
+
+    def __init__(self, max_tasks: int = MAX_TASKS) -> None:
+        self._tasks: OrderedDict[str, TaskEntry] = OrderedDict()
+        self._max = max_tasks
+
+    def add(self, runtime: AgentRuntime, owner: str | None, record: TurnRecord, detail: specs.Detail) -> TaskEntry:
+        entry = TaskEntry(
+            task_id=secrets.token_urlsafe(TASK_ID_BYTES),
+            owner=owner,
+            turn_id=record.turn_id,
+            session_id=record.session_id,
+            detail=detail,
+            created_at=utc_now(),
+        )
+        self._tasks[entry.task_id] = entry
+        self._evict(runtime)
+        return entry
+
+    def get(self, task_id: str, owner: str | None) -> TaskEntry | None:
+        entry = self._tasks.get(task_id)
+        return entry if entry is not None and entry.owner == owner else None
+
+    def owned_by(self, owner: str | None) -> list[TaskEntry]:
+        """This connection's tasks, newest first."""
+        return [entry for entry in reversed(self._tasks.values()) if entry.owner == owner]
+
+    def _evict(self, runtime: AgentRuntime) -> None:
+        excess = len(self._tasks) - self._max
+        for entry in list(self._tasks.values()):
+            if excess <= 0:
+                return
+            handle = runtime.background_turn(entry.turn_id)
+            if handle is None or handle.done:  # a running turn's task stays: at most 32 of them
+                del self._tasks[entry.task_id]
+                excess -= 1
+
+
+async def start_task(
+    registry: TaskRegistry, ctx: Context, arguments: dict[str, Any]
+) -> types.CallToolResult | dict[str, Any]:
+    """`run_turn` as a task: the task, once registered (so `tasks/get` finds it), or the call's error result."""
+    runtime = ctx.lifespan_context
+    try:
+        params = specs.RunTurnParams.model_validate(arguments)
+        handle = await begin_background(runtime, ctx, params)
+    except Exception as exc:
+        return error_result("run_turn", exc)
+    entry = registry.add(runtime, connection_key(ctx), handle.record, params.detail)
+    state = await task_state(runtime, entry)
+    return _wire(CreateTaskResult(**_task_fields(entry, state)))
+
+
+async def task_state(runtime: AgentRuntime, entry: TaskEntry) -> TaskState:
+    handle = runtime.background_turn(entry.turn_id)
+    if handle is not None and not handle.done:
+        latest = handle.log.latest()
+        message = describe(latest) if latest is not None else QUEUED
+        return TaskState("working", message, handle.updated_at)
+    try:
+        record = handle.record if handle is not None else await runtime.find_turn(entry.turn_id, entry.session_id)
+    except AgentServerError as exc:
+        return TaskState("failed", exc.message, utc_now())
+    return _ended(record, entry.detail)
+
+
+def _ended(record: TurnRecord, detail: specs.Detail) -> TaskState:
+    outcome = turn_outcome(record, detail)
+    updated = record.finished_at or utc_now()
+    if record.status == "running":  # stored `running` but not followed here: another process runs it
+        return TaskState("working", outcome.text, updated)
+    status: TaskStatus = "cancelled" if record.status == "cancelled" else "completed"
+    return TaskState(
+        status, outcome.text if status == "cancelled" else f"turn {record.status}", updated, outcome_result(outcome)
+    )
+
+
+def _task_fields(entry: TaskEntry, state: TaskState) -> dict[str, Any]:
+    return {
+        "task_id": entry.task_id,
+        "status": state.status,
+        "status_message": state.message,
+        "created_at": entry.created_at,
+        "last_updated_at": state.updated_at,
+        "ttl_ms": None,
+        "poll_interval_ms": POLL_INTERVAL_MS,
+    }
+
+
+# --- the wire shapes of SEP-2663 --------------------------------------------------------------
+
+
+class _Task(types.Result):
+    task_id: str
+    status: TaskStatus
+    status_message: str | None = None
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None = Field(default=None)
+    poll_interval_ms: int | None = None
+
+
+class CreateTaskResult(_Task):
+    result_type: Literal["task"] = "task"
+
+
+class DetailedTaskResult(_Task):
+    """`tasks/get`: the task with what its status carries (`result` once completed, `error` if failed)."""
+
+    result_type: Literal["complete"] = "complete"
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+async def handle_get(registry: TaskRegistry, ctx: Context, params: TaskIdParams) -> dict[str, Any]:
+    entry = registry.get(params.task_id, connection_key(ctx))
+    if entry is None:
+        raise MCPError(types.INVALID_PARAMS, UNKNOWN_TASK)
+    state = await task_state(ctx.lifespan_context, entry)
+    fields = _task_fields(entry, state)
+    if state.status == "completed" and state.result is not None:  # a cancelled task carries no result
+        fields["result"] = state.result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if state.status == "failed":
+        fields["error"] = {"code": types.INTERNAL_ERROR, "message": state.message}
+    return _wire(DetailedTaskResult(**fields))
+
+
+def _wire(task: _Task) -> dict[str, Any]:
+    """The task as JSON: absent fields left out, but `ttlMs: null` (unlimited) kept, as the SEP requires."""
+    return {**task.model_dump(mode="json", by_alias=True, exclude_none=True), "ttlMs": task.ttl_ms}
+
+
+async def handle_update(registry: TaskRegistry, ctx: Context, params: UpdateTaskParams) -> types.EmptyResult:
+    """Acknowledged always (SEP-2663); no task of ours asks for input yet, so responses are ignored."""
+    return types.EmptyResult(result_type="complete")
+
+
+async def handle_cancel(registry: TaskRegistry, ctx: Context, params: TaskIdParams) -> types.EmptyResult:
+    """Acknowledged always; the turn of a known, running task is cancelled (recorded `cancelled`)."""
+    await cancel_task(registry, ctx, params.task_id)
+    return types.EmptyResult(result_type="complete")
+
+
+async def cancel_task(registry: TaskRegistry, ctx: Context, task_id: str) -> TaskEntry | None:
+    """Cancel the task's turn if it runs; the entry, or None when the task is unknown to this connection."""
+    entry = registry.get(task_id, connection_key(ctx))
+    if entry is None:
+        return None
+    handle = ctx.lifespan_context.background_turn(entry.turn_id)
+    if handle is not None and not handle.done:
+        await ctx.lifespan_context.cancel_turn(entry.turn_id)
+    return entry
