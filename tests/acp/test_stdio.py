@@ -1,0 +1,212 @@
+"""`agent-server --protocol acp` over real stdio, driven by the ACP library's own client side."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import acp
+import anyio
+import pytest
+from acp import RequestError
+from acp.schema import McpServerStdio
+
+from tests.acp.helpers import WAIT_S, make_workspace, spawned
+from tests.mounts.conftest import NODE_MODULES
+from tests.subprocess.helpers import ServerDirs
+
+pytestmark = pytest.mark.anyio
+
+READ_ROUND = [
+    {"content": "Let me look.", "tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+    {
+        "expect_contains": "pomegranate",
+        "content": "The word is pomegranate.",
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3},
+    },
+]
+
+
+def turn_of(response: Any) -> dict[str, Any]:
+    return response.field_meta["agent_server"]["turn"]
+
+
+async def test_a_prompt_with_one_tool_round_streams_the_updates_in_order(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")  # not the --workspace: the session's cwd is its workspace
+    async with spawned(dirs, [*READ_ROUND, {"content": "Outside."}]) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("What is the secret word?")])
+        await client.wait_for_kind(session, "usage_update")
+
+        assert response.stop_reason == "end_turn"
+        assert turn_of(response)["status"] == "completed"
+        turn_kinds = [k for k in client.kinds(session) if k != "available_commands_update"]
+        assert turn_kinds == [
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk",
+            "usage_update",
+        ]
+        updates = [u for s, u in client.updates if s == session]
+        call = next(u for u in updates if u.session_update == "tool_call")
+        assert (call.kind, call.status, call.raw_input, call.title) == (
+            "read",
+            "in_progress",
+            {"path": "notes.txt"},
+            "read_file",
+        )
+        done = next(u for u in updates if u.session_update == "tool_call_update")
+        assert done.tool_call_id == call.tool_call_id and done.status == "completed"
+        assert "pomegranate" in done.content[0].content.text
+        assert client.texts(session) == "Let me look.The word is pomegranate."
+        usage = next(u for u in updates if u.session_update == "usage_update")
+        assert (usage.used, usage.size) == (13, 128_000)
+        assert response.usage is not None and response.usage.total_tokens == 13
+        await client.wait_for_kind(session, "available_commands_update")
+        commands = next(u for s, u in client.updates if u.session_update == "available_commands_update")
+        assert {c.name for c in commands.available_commands} == {"compact", "fork", "sessions", "tools"}
+
+
+async def test_the_session_tools_are_confined_to_its_cwd(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    (dirs.workspace / "elsewhere.txt").write_text("not in the session's workspace")
+    script = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "../ws/elsewhere.txt"}}]},
+        {"content": "Refused."},
+    ]
+    async with spawned(dirs, script) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Read it")])
+        done = next(u for s, u in client.updates if u.session_update == "tool_call_update")
+        assert done.status == "failed"
+        assert "not in the session" not in done.content[0].content.text
+
+
+async def test_new_session_refuses_a_relative_or_missing_cwd(dirs: ServerDirs) -> None:
+    async with spawned(dirs, []) as (conn, _client):
+        for cwd in ["relative/dir", str(dirs.root / "missing")]:
+            with pytest.raises(RequestError) as caught:
+                await conn.new_session(cwd=cwd, mcp_servers=[])
+            assert caught.value.code == -32602 and cwd in str(caught.value)
+        assert (await conn.list_sessions()).sessions == []  # nothing stored for a refused session
+
+
+async def test_cancel_ends_a_slow_turn_as_cancelled_and_the_session_goes_on(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    script = [
+        {"content": "Looking.", "tool_calls": [{"name": "list_dir", "arguments": {}}]},
+        {"delay_s": 60, "content": "Too late."},
+        {"content": "Still here."},
+    ]
+    async with spawned(dirs, script) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        result: dict[str, Any] = {}
+
+        async def prompt() -> None:
+            result["response"] = await conn.prompt(session_id=session, prompt=[acp.text_block("Take your time")])
+
+        with anyio.fail_after(WAIT_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(prompt)
+                await client.wait_for_kind(session, "tool_call_update")  # the turn runs: its model call is slow
+                await conn.cancel(session_id=session)
+        response = result["response"]
+        assert response.stop_reason == "cancelled"
+        assert turn_of(response)["status"] == "cancelled"
+        again = await conn.prompt(session_id=session, prompt=[acp.text_block("Are you there?")])
+        assert again.stop_reason == "end_turn" and turn_of(again)["final_text"] == "Still here."
+        listed = (await conn.list_sessions()).sessions
+        assert [s.session_id for s in listed] == [session]
+
+
+async def test_list_load_replay_and_resume_in_a_new_process(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, READ_ROUND) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("What is the secret word?")])
+
+    later = [{"expect_contains": ["What is the secret word?", "The word is pomegranate."], "content": "Yes."}]
+    async with spawned(dirs, later) as (conn, client):
+        listed = await conn.list_sessions()
+        assert [(s.session_id, s.cwd) for s in listed.sessions] == [(session, str(project.resolve()))]
+        assert (await conn.list_sessions(cwd="/elsewhere")).sessions == []
+
+        await conn.load_session(cwd=str(project), session_id=session, mcp_servers=[])
+        replayed = [k for k in client.kinds(session) if k != "available_commands_update"]
+        assert replayed == [
+            "user_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk",
+        ]
+        assert client.texts(session, "user_message_chunk") == "What is the secret word?"
+        assert client.texts(session) == "Let me look.The word is pomegranate."
+
+        await conn.resume_session(cwd=str(project), session_id=session, mcp_servers=[])
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Sure?")])
+        assert response.stop_reason == "end_turn"
+
+        await conn.close_session(session_id=session)
+        with pytest.raises(RequestError, match="not open"):
+            await conn.prompt(session_id=session, prompt=[acp.text_block("Closed?")])
+        with pytest.raises(RequestError) as caught:
+            await conn.load_session(cwd=str(project), session_id="ses_unknown", mcp_servers=[])
+        assert caught.value.code == -32002
+
+
+async def test_load_replays_the_compaction_summary_first(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    config = dirs.root / "config.json"
+    config.write_text(json.dumps({"compact_keep_last": 1}))
+    script = [{"content": "First answer."}, {"content": "Summary: the user asked once."}]
+    async with spawned(dirs, script, "--config", str(config)) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Hello")])
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("/compact keep it short")])
+        assert response.stop_reason == "end_turn"
+        assert "Compacted 1 messages (llm summary); 1 kept" in client.texts(session)
+
+    async with spawned(dirs, []) as (conn, client):
+        await conn.load_session(cwd=str(project), session_id=session, mcp_servers=[])
+        replayed = [
+            (u.session_update, u.content.text) for s, u in client.updates if u.session_update.endswith("message_chunk")
+        ]
+        assert replayed == [
+            ("agent_message_chunk", "Summary of the earlier conversation:\n\nSummary: the user asked once."),
+            ("agent_message_chunk", "First answer."),
+        ]
+
+
+@pytest.fixture
+def everything_server() -> Path:
+    from tests.mounts.conftest import _server  # pyright: ignore[reportPrivateUsage]
+
+    return _server("server-everything")
+
+
+async def test_a_client_provided_stdio_mcp_server_is_used_in_a_turn(dirs: ServerDirs, everything_server: Path) -> None:
+    assert NODE_MODULES.is_dir()
+    project = make_workspace(dirs.root / "project")
+    script = [
+        {"tool_calls": [{"name": "everything__echo", "arguments": {"message": "hi from the editor"}}]},
+        {"expect_contains": "Echo: hi from the editor", "content": "It echoed."},
+    ]
+    server = McpServerStdio(name="everything", command="node", args=[str(everything_server), "stdio"], env=[])
+    async with spawned(dirs, script) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[server])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Echo something")])
+        assert response.stop_reason == "end_turn"
+        call = next(u for s, u in client.updates if u.session_update == "tool_call")
+        done = next(u for s, u in client.updates if u.session_update == "tool_call_update")
+        assert (call.kind, done.status) == ("other", "completed")
+        assert done.content[0].content.text == "Echo: hi from the editor"
+
+        await conn.prompt(session_id=session, prompt=[acp.text_block("/tools")])
+        listing = client.texts(session)
+        assert "everything__echo" in listing and "server everything (stdio): ready" in listing
+        other = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=other, prompt=[acp.text_block("/tools")])
+        assert "everything__echo" not in client.texts(other)  # the server is that session's own
