@@ -21,6 +21,16 @@ from tests.subprocess.helpers import ServerDirs, server_env
 
 WAIT_S = 20
 
+READ_ROUND: list[dict[str, Any]] = [
+    {"content": "Let me look.", "tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+    {
+        "expect_contains": "pomegranate",
+        "content": "The word is pomegranate.",
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3},
+    },
+]
+"""One tool round that reads `WORKSPACE_FILE`, then an answer that needs what it read."""
+
 
 @dataclass
 class RecordingClient:

@@ -12,20 +12,11 @@ import pytest
 from acp import RequestError
 from acp.schema import McpServerStdio
 
-from tests.acp.helpers import WAIT_S, make_workspace, spawned
+from tests.acp.helpers import READ_ROUND, WAIT_S, make_workspace, spawned
 from tests.mounts.conftest import NODE_MODULES
 from tests.subprocess.helpers import ServerDirs
 
 pytestmark = pytest.mark.anyio
-
-READ_ROUND = [
-    {"content": "Let me look.", "tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
-    {
-        "expect_contains": "pomegranate",
-        "content": "The word is pomegranate.",
-        "usage": {"prompt_tokens": 10, "completion_tokens": 3},
-    },
-]
 
 
 def turn_of(response: Any) -> dict[str, Any]:
@@ -210,3 +201,48 @@ async def test_a_client_provided_stdio_mcp_server_is_used_in_a_turn(dirs: Server
         other = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
         await conn.prompt(session_id=other, prompt=[acp.text_block("/tools")])
         assert "everything__echo" not in client.texts(other)  # the server is that session's own
+
+
+async def test_a_failed_turn_is_a_json_rpc_error_carrying_its_record(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, [{"error": {"message": "provider down"}}]) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        with pytest.raises(RequestError) as caught:
+            await conn.prompt(session_id=session, prompt=[acp.text_block("Hello")])
+        assert caught.value.code == -32603
+        assert str(caught.value).startswith("[turn failed] model_error:") and "provider down" in str(caught.value)
+        turn = caught.value.data["turn"]
+        assert (turn["status"], turn["session_id"], turn["error"]["type"]) == ("failed", session, "model_error")
+
+
+async def test_a_halted_turn_stops_with_max_turn_requests(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    config = dirs.root / "config.json"
+    config.write_text(json.dumps({"max_tool_passes": 0}))
+    script = [{"tool_calls": [{"name": "list_dir", "arguments": {}}]}]
+    async with spawned(dirs, script, "--config", str(config)) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Look around")])
+        assert response.stop_reason == "max_turn_requests" and turn_of(response)["status"] == "halted"
+
+
+async def test_resource_and_resource_link_blocks_become_text_the_model_sees(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    uri = (project / "notes.txt").as_uri()
+    expected = [
+        "Explain these",
+        f"Contents of <{uri}>:",
+        "the secret word is pomegranate",
+        "[resource: spec.md <file:///spec.md>]",
+    ]
+    async with spawned(dirs, [{"expect_contains": expected, "content": "Done."}]) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        blocks = [
+            acp.text_block("Explain these"),
+            acp.resource_block(acp.embedded_text_resource(uri, (project / "notes.txt").read_text())),
+            acp.resource_link_block("spec.md", "file:///spec.md"),
+        ]
+        response = await conn.prompt(session_id=session, prompt=blocks)
+        assert response.stop_reason == "end_turn"
+        with pytest.raises(RequestError, match="image content is not supported"):
+            await conn.prompt(session_id=session, prompt=[acp.image_block("aGk=", "image/png")])
