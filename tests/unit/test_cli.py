@@ -79,3 +79,17 @@ def test_the_mcp_config_file_joins_the_config_servers_and_a_name_twice_is_refuse
     assert list(both.mcp_servers) == ["web", "fs"]
     with pytest.raises(ConfigError, match="'fs' is configured twice"):
         load_settings(overrides={"mcpServers": {"fs": {"command": "x"}}, "mcp_config": file})
+
+
+def test_acp_serves_stdio_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--workspace", str(tmp_path), "--protocol", "acp", "--transport", "streamable-http"])
+    assert exited.value.code == EXIT_CONFIG
+    err = capsys.readouterr()
+    assert "--protocol acp serves stdio only" in err.err and err.out == ""
+
+
+def test_acp_refuses_a_missing_script_before_serving(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--workspace", str(tmp_path), "--protocol", "acp", "--llm", f"script:{tmp_path / 'nope.json'}"])
+    assert code == EXIT_CONFIG
+    assert "nope.json" in capsys.readouterr().err
