@@ -246,3 +246,22 @@ async def test_resource_and_resource_link_blocks_become_text_the_model_sees(dirs
         assert response.stop_reason == "end_turn"
         with pytest.raises(RequestError, match="image content is not supported"):
             await conn.prompt(session_id=session, prompt=[acp.image_block("aGk=", "image/png")])
+
+
+async def test_fork_and_sessions_commands_and_session_fork(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    script = [{"content": "First."}, {"expect_contains": ["Hello", "First."], "content": "From the fork."}]
+    async with spawned(dirs, script) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Hello")])
+        await conn.prompt(session_id=session, prompt=[acp.text_block("/fork")])
+        assert client.texts(session).startswith("First.Forked this session into ses_")
+        await conn.prompt(session_id=session, prompt=[acp.text_block("/sessions")])
+        listing = client.texts(session).split("load it to continue there.")[1]
+        assert len(listing.splitlines()) == 2 and f"{session} (this one)" in listing
+
+        forked = (await conn.fork_session(session_id=session, cwd=str(project), mcp_servers=[])).session_id
+        assert forked != session
+        response = await conn.prompt(session_id=forked, prompt=[acp.text_block("Go on")])
+        assert turn_of(response)["final_text"] == "From the fork."
+        assert len((await conn.list_sessions()).sessions) == 3

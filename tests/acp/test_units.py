@@ -60,7 +60,7 @@ async def test_token_deltas_are_coalesced_and_flushed_before_a_tool_call() -> No
         "agent_message_chunk",
         "usage_update",
     ]
-    texts = [getattr(u, "content").text for u in sent if u.session_update == "agent_message_chunk"]
+    texts = [u.content.text for u in sent if u.session_update == "agent_message_chunk"]
     assert texts == ["Let ", "me look.", "Done."]
     start, done, usage = sent[2], sent[3], sent[5]
     assert (start.kind, start.status, start.raw_input) == ("search", "in_progress", {"pattern": "x"})
