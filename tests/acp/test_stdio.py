@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,11 @@ from acp.schema import McpServerStdio
 from tests.acp.helpers import READ_ROUND, WAIT_S, make_workspace, spawned
 from tests.mounts.conftest import NODE_MODULES
 from tests.subprocess.helpers import ServerDirs
+from tests.unit.mounts.helpers import alive, poll_until, read_pid
 
 pytestmark = pytest.mark.anyio
+
+FAKE_ECHO = Path(__file__).resolve().parents[1] / "fakes" / "mcp_echo.py"
 
 
 def turn_of(response: Any) -> dict[str, Any]:
@@ -265,3 +269,21 @@ async def test_fork_and_sessions_commands_and_session_fork(dirs: ServerDirs) -> 
         response = await conn.prompt(session_id=forked, prompt=[acp.text_block("Go on")])
         assert turn_of(response)["final_text"] == "From the fork."
         assert len((await conn.list_sessions()).sessions) == 3
+
+
+async def test_a_sessions_mcp_servers_stop_when_it_closes_and_when_the_process_exits(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    fake = str(FAKE_ECHO)
+
+    def echo_server(pid_file: Path) -> McpServerStdio:
+        return McpServerStdio(name="echo", command=sys.executable, args=[fake, "--pid-file", str(pid_file)], env=[])
+
+    first, second = dirs.root / "first.pid", dirs.root / "second.pid"
+    async with spawned(dirs, []) as (conn, _client):
+        closing = (await conn.new_session(cwd=str(project), mcp_servers=[echo_server(first)])).session_id
+        await conn.new_session(cwd=str(project), mcp_servers=[echo_server(second)])
+        pids = [await read_pid(first), await read_pid(second)]
+        await conn.close_session(session_id=closing)
+        await poll_until(lambda: not alive(pids[0]))
+        assert alive(pids[1])  # the other session's server runs on
+    await poll_until(lambda: not alive(pids[1]))  # stdin closed: the agent stopped it before leaving
