@@ -41,6 +41,7 @@ from acp.schema import (
     SessionForkCapabilities,
     SessionListCapabilities,
     SessionResumeCapabilities,
+    StopReason,
     Usage,
 )
 from acp.schema import SessionInfo as AcpSessionInfo
@@ -61,7 +62,7 @@ logger = logging.getLogger(__name__)
 WORKSPACE_KEY = "workspace"
 """The session metadata key that keeps an ACP session's `cwd`."""
 LIST_PAGE = 50
-STOP_REASONS = {"completed": "end_turn", "halted": "max_turn_requests", "cancelled": "cancelled"}
+STOP_REASONS: dict[str, StopReason] = {"completed": "end_turn", "halted": "max_turn_requests", "cancelled": "cancelled"}
 """How a turn that is no error ends a prompt; any other status (failed, timed out) is a JSON-RPC error."""
 
 
@@ -319,7 +320,7 @@ def _response(record: TurnRecord) -> PromptResponse:
         raise turn_error(record)
     usage = record.usage
     return PromptResponse(
-        stop_reason=stop,  # pyright: ignore[reportArgumentType]  (the values of STOP_REASONS are stop reasons)
+        stop_reason=stop,
         usage=Usage(
             total_tokens=usage.total_tokens or 0,
             input_tokens=usage.prompt_tokens or 0,
