@@ -39,6 +39,8 @@ class RecordingClient:
     updates: list[tuple[str, Any]] = field(default_factory=list[tuple[str, Any]])
     permission_requests: list[Any] = field(default_factory=list[Any])
     choice: str | None = "allow_once"
+    process: Any = None
+    """The agent's process (an `asyncio.subprocess.Process`), set by `spawned`."""
     _changed: anyio.Event = field(default_factory=anyio.Event)
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
@@ -86,7 +88,8 @@ async def spawned(
     with anyio.fail_after(WAIT_S):
         async with spawn_agent_process(
             recorder, command, *args, env=server_env(), cwd=str(dirs.root), use_unstable_protocol=True
-        ) as (conn, _process):
+        ) as (conn, process):
+            recorder.process = process
             await conn.initialize(protocol_version=1)
             yield conn, recorder
 

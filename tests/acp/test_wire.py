@@ -4,6 +4,7 @@ both protocols (a session made over MCP is continued over ACP and read back over
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from typing import Any
 
@@ -98,3 +99,29 @@ async def test_a_session_made_over_mcp_is_continued_over_acp_and_read_back_over_
         stored = await structured(client, "session_get", {"session_id": session})
     assert statuses(stored) == ["completed", "completed"]
     assert [t["final_text"] for t in stored["turns"]] == ["Noted: the word is kiwi.", "It was kiwi."]
+
+
+async def test_sigterm_during_a_turn_records_it_cancelled_and_exits(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    script = [
+        {"content": "Looking.", "tool_calls": [{"name": "list_dir", "arguments": {}}]},
+        {"delay_s": 60, "content": "Too late."},
+    ]
+    session = ""
+    async with spawned(dirs, script) as (conn, client), anyio.create_task_group() as tg:
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+
+        async def prompt() -> None:
+            with pytest.raises(ConnectionError):  # the agent went away before answering
+                await conn.prompt(session_id=session, prompt=[acp.text_block("Take your time")])
+
+        tg.start_soon(prompt)
+        await client.wait_for_kind(session, "tool_call_update")
+        process = client.process
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(WAIT_S):
+            assert await process.wait() == 0
+
+    async with Client(dirs.params([], script="last.json"), mode="auto") as client:
+        stored = await structured(client, "session_get", {"session_id": session})
+    assert statuses(stored) == ["cancelled"]
