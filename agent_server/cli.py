@@ -1,6 +1,6 @@
-"""Command line: flags and config file -> Settings; logging to stderr; serve MCP over stdio.
+"""Command line: flags and config file -> Settings; logging to stderr; serve MCP (or ACP) over stdio.
 
-stdout is the protocol wire: nothing in this process writes to it except the MCP transport.
+stdout is the protocol wire: nothing in this process writes to it except the MCP (or ACP) transport.
 Heavy imports happen after argument parsing so that `--help` and errors are instant.
 """
 
@@ -25,6 +25,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agent-server",
         description="An agent runtime served over the Model Context Protocol (JSON-RPC over stdio).",
     )
+    parser.add_argument(
+        "--protocol",
+        choices=["mcp", "acp"],
+        default="mcp",
+        help="mcp (default), or acp: the Agent Client Protocol for editors (stdio only)",
+    )
     parser.add_argument("--workspace", type=Path, help="workspace root for the agent's tools (default: cwd)")
     parser.add_argument("--state-dir", type=Path, help="where sessions are stored (default: WORKSPACE/.agent_server)")
     parser.add_argument("--config", type=Path, help="config file (JSON or TOML)")
@@ -42,7 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.protocol == "acp" and args.transport != "stdio":
+        parser.error("--protocol acp serves stdio only (drop --transport)")
     try:
         settings = settings_from_args(args)
     except ConfigError as exc:
@@ -78,9 +87,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import anyio
 
-    from agent_server.server.run import serve_http, serve_stdio
-
     try:
+        if args.protocol == "acp":
+            from agent_server.acp.stdio import serve_acp
+
+            anyio.run(serve_acp, settings)
+            return 0
+        from agent_server.server.run import serve_http, serve_stdio
+
         if args.transport == "stdio":
             anyio.run(serve_stdio, settings)
         else:

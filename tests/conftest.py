@@ -2,7 +2,7 @@
 
 `pytest` runs every tier; `pytest -m fast` runs only the in-memory interaction tests and the unit tests
 (under a minute on 2 cores); `pytest -m subprocess`, `-m thirdparty`, `-m mounts`, `-m clients`,
-`-m bench` and `-m localmodel` run one of the others. A test that needs another tier than its directory's
+`-m bench`, `-m acp` and `-m localmodel` run one of the others. A test that needs another tier than its directory's
 says so with its own marker (e.g. `@pytest.mark.subprocess`), which then replaces the directory's.
 """
 
@@ -19,6 +19,7 @@ TIERS: dict[str, str] = {
     "unit": "fast",
     "interaction": "fast",
     "subprocess": "subprocess",
+    "acp": "acp",
     "thirdparty": "thirdparty",
     "mounts": "mounts",
     "clients": "clients",

@@ -179,3 +179,16 @@ def test_only_the_composition_root_picks_concrete_implementations() -> None:
             continue
         picked = picks(path.read_text())
         assert not picked, f"{module} picks {picked}: only the composition root {sorted(COMPOSITION_ROOT)} may"
+
+
+def test_the_acp_front_door_imports_the_runtime_never_a_concrete_part_nor_the_mcp_one() -> None:
+    concrete = {"llm", "tools", "store", "agent"}
+    for module, imports in _package_imports().items():
+        if _top(module) != "acp":
+            continue
+        bad = {i for i in imports if _top(i) in concrete and i.split(".")[1:2] != ["base"]}
+        bad |= {i for i in imports if _top(i) == "mounts" and not i.startswith("mounts.config")}
+        bad |= {i for i in imports if _top(i) in {"server", "cli"} or i in {"mcp", "mcp_types"}}
+        assert not bad, f"{module} imports {bad}: go through agent_server.runtime"
+    server = {i for module, imports in _package_imports().items() if _top(module) == "server" for i in imports}
+    assert not {i for i in server if _top(i) == "acp"}, "the MCP front door imports the ACP one"

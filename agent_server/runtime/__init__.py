@@ -28,9 +28,10 @@ from __future__ import annotations
 import importlib
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -46,6 +47,7 @@ from agent_server.settings import Settings
 from agent_server.types import (
     CompactionRecord,
     DroppedTool,
+    SessionHistory,
     SessionInfo,
     StoredMessage,
     ToolSpec,
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
     from agent_server.approvals import ApprovalChannel
     from agent_server.llm.base import LLMClient
     from agent_server.llm.sampling import SamplingRequester
+    from agent_server.mounts.config import MountConfig
     from agent_server.mounts.toolset import MountManager
     from agent_server.mounts.transport import InProcessServer
     from agent_server.store.base import SessionStore
@@ -75,6 +78,7 @@ __all__ = [
     "NEW_SESSION",
     "AgentRuntime",
     "ClientModel",
+    "SessionTools",
     "ToolsReport",
     "TurnHandle",
     "TurnOptions",
@@ -125,6 +129,22 @@ class ToolsReport:
     tools: list[ToolSpec]
     servers: list[dict[str, Any]]
     dropped: list[DroppedTool]
+
+
+@dataclass(frozen=True)
+class SessionTools:
+    """One session's own tools (ACP `session/new {cwd, mcpServers}`), made by `AgentRuntime.session_tools`.
+
+    The built-in tools confined to `workspace` instead of the settings' workspace, the configured mounts,
+    and the servers the client gave for this session; turns run with it see its workspace's prompt files.
+    """
+
+    workspace: Path
+    registry: ToolRegistry
+    mounts: MountManager | None
+    """The session's own mounted servers (None: the client gave none)."""
+    settings: Settings
+    """The runtime's settings with `workspace` replaced (the store stays where it was)."""
 
 
 @dataclass(frozen=True)
@@ -247,21 +267,12 @@ class AgentRuntime:
         from agent_server.agent.current_sessions import CurrentSessions
         from agent_server.agent.locks import SessionLocks
         from agent_server.store.sqlite import SqliteStore
-        from agent_server.tools.builtin import WorkspaceToolset
         from agent_server.tools.registry import ToolRegistry
 
         settings = self.settings
         store = await SqliteStore.open(settings.state_path)
         mounts = self._started_mounts
-        workspace = WorkspaceToolset(
-            settings.workspace,
-            read_max_bytes=settings.read_file_max_bytes,
-            search_max_matches=settings.search_max_matches,
-            search_timeout_s=settings.search_timeout_s,
-            options=settings.tools,
-            state_dir=settings.state_path,
-            environ=self._environ,
-        )
+        workspace = _workspace_tools(settings, settings.workspace, self._environ)
         toolsets = [workspace] if mounts is None else [workspace, mounts]
         return _Parts(
             store=store,
@@ -290,6 +301,7 @@ class AgentRuntime:
         client_model: ClientModel | None = None,
         approvals: ApprovalChannel | None = None,
         turn_id: str | None = None,
+        session_tools: SessionTools | None = None,
     ) -> TurnRecord:
         """Run one agent turn and return its stored record, however it ended.
 
@@ -300,6 +312,8 @@ class AgentRuntime:
         `approvals`: how this call's user is asked to approve tool calls (DESIGN 3.7); None: nobody can
         be asked, and calls that need approval follow `approvals.headless` (default: denied).
         `turn_id`: the id the turn gets (default: a new one).
+        `session_tools` (from `session_tools()`): the tools and workspace of that session instead of the
+        runtime's own.
 
         Raises:
             SessionNotFound: `session_id` is unknown.
@@ -314,9 +328,10 @@ class AgentRuntime:
         parts = await self._ready()
         session = await self._session_for_turn(parts, session_id, connection, prompt)
         wait("mounted MCP servers to start")
-        if parts.mounts is not None:
-            with anyio.CancelScope(deadline=deadline):  # each mount also stops at its own startup timeout
-                await parts.mounts.wait_started()
+        mounts = _all_mounts(parts, session_tools)
+        with anyio.CancelScope(deadline=deadline):  # each mount also stops at its own startup timeout
+            for manager in mounts:
+                await manager.wait_started()
         wait("an earlier turn of this session to finish")
         async with parts.locks.hold(session, deadline=deadline):
             request = TurnRequest(
@@ -328,12 +343,13 @@ class AgentRuntime:
                 deadline=deadline,
                 trace=trace,
                 model=model,
-                notes=_unavailable_notes(parts.mounts),
+                notes=tuple(note for manager in mounts for note in _unavailable_notes(manager)),
                 approvals=approvals,
                 turn_id=turn_id,
             )
-            tool_view = parts.registry.filtered(tools)
-            return await run_turn(self._deps(parts, client_model, tool_view), request, on_event or DISCARD)
+            registry = parts.registry if session_tools is None else session_tools.registry
+            deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
+            return await run_turn(deps, request, on_event or DISCARD)
 
     async def start_turn(
         self,
@@ -474,11 +490,48 @@ class AgentRuntime:
                 ids=ids,
             )
 
-    def _deps(self, parts: _Parts, client_model: ClientModel | None, tools: Toolset | None = None) -> AgentDeps:
+    def _deps(
+        self,
+        parts: _Parts,
+        client_model: ClientModel | None,
+        tools: Toolset | None = None,
+        session_tools: SessionTools | None = None,
+    ) -> AgentDeps:
         from agent_server.agent.context import AgentDeps
 
         llm = self._model_for(client_model)
-        return AgentDeps(settings=self.settings, store=parts.store, llm=llm, tools=tools or parts.registry)
+        settings = self.settings if session_tools is None else session_tools.settings
+        return AgentDeps(settings=settings, store=parts.store, llm=llm, tools=tools or parts.registry)
+
+    @asynccontextmanager
+    async def session_tools(self, workspace: Path, mounts: Sequence[MountConfig] = ()) -> AsyncGenerator[SessionTools]:
+        """A session's own tools while the block runs: the built-in tools confined to `workspace`, the
+        configured mounts, and `mounts` started now (in the background, as at launch) and stopped on exit.
+
+        Enter and leave it in one task (it owns the mounts' task group); pass what it yields to
+        `run_turn(session_tools=...)` and `agent_tools(session_tools=...)`.
+
+        Raises:
+            InvalidArgument: `workspace` is not an absolute path to a directory.
+            ConfigError: two of `mounts` share a name.
+        """
+        from agent_server.tools.registry import ToolRegistry
+
+        root = await anyio.to_thread.run_sync(_workspace_root, workspace)
+        parts = await self._ready()
+        settings = self.settings.model_copy(update={"workspace": root, "state_dir": self.settings.state_path})
+        async with AsyncExitStack() as stack:
+            own: MountManager | None = None
+            if mounts:
+                from agent_server.mounts.toolset import MountManager
+
+                manager = MountManager(
+                    mounts, environ=self._environ, result_max_bytes=self.settings.mount_result_max_bytes
+                )
+                own = await stack.enter_async_context(manager)
+            toolsets: list[Toolset] = [_workspace_tools(self.settings, root, self._environ)]
+            toolsets += [m for m in (parts.mounts, own) if m is not None]
+            yield SessionTools(workspace=root, registry=ToolRegistry(toolsets), mounts=own, settings=settings)
 
     def _model_for(self, client: ClientModel | None) -> LLMClient:
         """The configured model, else the caller's own, else a stand-in that says how to configure one."""
@@ -569,11 +622,16 @@ class AgentRuntime:
         """The session's latest compaction summary."""
         return (await (await self._ready()).store.load_history(session_id)).summary
 
-    async def agent_tools(self) -> ToolsReport:
+    async def history(self, session_id: str) -> SessionHistory:
+        """The session's live context: its latest compaction summary and the messages after it."""
+        return await (await self._ready()).store.load_history(session_id)
+
+    async def agent_tools(self, *, session_tools: SessionTools | None = None) -> ToolsReport:
         parts = await self._ready()
-        tools = await parts.registry.list_tools()
-        servers = parts.mounts.states() if parts.mounts is not None else []
-        return ToolsReport(tools=tools, servers=servers, dropped=parts.registry.dropped())
+        registry = parts.registry if session_tools is None else session_tools.registry
+        tools = await registry.list_tools()
+        servers = [state for manager in _all_mounts(parts, session_tools) for state in manager.states()]
+        return ToolsReport(tools=tools, servers=servers, dropped=registry.dropped())
 
     async def _session_for_turn(
         self, parts: _Parts, session_id: str | None, connection: str | None, prompt: str
@@ -635,9 +693,35 @@ def _title_from(prompt: str) -> str:
     return one_line(prompt, TITLE_LENGTH)
 
 
-def _unavailable_notes(mounts: MountManager | None) -> tuple[str, ...]:
-    if mounts is None:
-        return ()
+def _workspace_root(workspace: Path) -> Path:
+    """`workspace` resolved, checked to be an absolute path to a directory (blocking: file system)."""
+    if not workspace.is_absolute() or not workspace.is_dir():
+        raise InvalidArgument(f"workspace {str(workspace)!r} is not an absolute path to a directory")
+    return workspace.resolve()
+
+
+def _workspace_tools(settings: Settings, root: Path, environ: Mapping[str, str]) -> Toolset:
+    """The built-in tools over `root` (the write and exec tools as the settings enable them)."""
+    from agent_server.tools.builtin import WorkspaceToolset
+
+    return WorkspaceToolset(
+        root,
+        read_max_bytes=settings.read_file_max_bytes,
+        search_max_matches=settings.search_max_matches,
+        search_timeout_s=settings.search_timeout_s,
+        options=settings.tools,
+        state_dir=settings.state_path,
+        environ=environ,
+    )
+
+
+def _all_mounts(parts: _Parts, session_tools: SessionTools | None) -> list[MountManager]:
+    """The configured mounts and the session's own, those that exist."""
+    own = None if session_tools is None else session_tools.mounts
+    return [m for m in (parts.mounts, own) if m is not None]
+
+
+def _unavailable_notes(mounts: MountManager) -> tuple[str, ...]:
     return tuple(
         f"The tools of MCP server {name!r} are unavailable this turn: {why}" for name, why in mounts.unavailable()
     )

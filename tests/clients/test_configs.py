@@ -127,9 +127,13 @@ SNIPPETS = {
 }
 
 
+ACP_SNIPPETS = {"zed.json"}
+"""Snippets that start the agent in ACP mode (an editor's external agent): checked by the test below them."""
+
+
 def test_every_snippet_is_covered() -> None:
     on_disk = {p.relative_to(CONFIGS).as_posix() for p in CONFIGS.rglob("*") if p.is_file()}
-    assert on_disk == set(SNIPPETS)
+    assert on_disk == set(SNIPPETS) | ACP_SNIPPETS
 
 
 def substitute(value: str, workspace: Path) -> str:
@@ -178,3 +182,26 @@ def test_the_headless_claude_code_line_allows_tools_the_configured_server_has() 
         _, server, *tool = rule.split("__")
         assert server in servers, f"{rule}: no server {server!r} in the .mcp.json"
         assert not tool or tool[0] in EXPECTED_TOOLS, f"{rule}: the server has no tool {tool[0]!r}"
+
+
+async def test_the_zed_acp_snippet_starts_an_acp_agent(tmp_path: Path) -> None:
+    from acp import spawn_agent_process
+
+    from tests.acp.helpers import RecordingClient
+
+    entry = json.loads((CONFIGS / "zed.json").read_text())["agent_servers"]["agent-server"]
+    assert (entry["type"], entry["command"]) == ("custom", "agent-server")
+    assert entry["args"][:2] == ["--protocol", "acp"] and "OPENAI_API_KEY" in entry["env"]
+    project = tmp_path / "project"
+    project.mkdir()
+    env = server_env() | entry["env"]
+    with anyio.fail_after(20):
+        async with spawn_agent_process(
+            RecordingClient(), console_script(), *entry["args"], env=env, cwd=str(project)
+        ) as (conn, _process):
+            init = await conn.initialize(protocol_version=1)
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            listed = await conn.list_sessions()
+    assert init.agent_info is not None and init.agent_info.name == "agent-server"
+    assert [s.session_id for s in listed.sessions] == [session.session_id]
+    assert (project / ".agent_server" / "state.db").exists()  # Zed starts the agent in the project

@@ -92,3 +92,17 @@ def test_allow_flags_enable_the_tools_and_keep_the_config_files_other_tool_setti
     assert (both.tools.write, both.tools.exec) == (True, True)
     with pytest.raises(ConfigError, match=r"tools\.command_timeout_s"):
         load_settings(overrides={"tools": {"command_timeout_s": 0}})
+
+
+def test_acp_serves_stdio_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--workspace", str(tmp_path), "--protocol", "acp", "--transport", "streamable-http"])
+    assert exited.value.code == EXIT_CONFIG
+    err = capsys.readouterr()
+    assert "--protocol acp serves stdio only" in err.err and err.out == ""
+
+
+def test_acp_refuses_a_missing_script_before_serving(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--workspace", str(tmp_path), "--protocol", "acp", "--llm", f"script:{tmp_path / 'nope.json'}"])
+    assert code == EXIT_CONFIG
+    assert "nope.json" in capsys.readouterr().err

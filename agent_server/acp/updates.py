@@ -1,0 +1,155 @@
+"""Turn events -> ACP `session/update` notifications, and a stored history replayed as updates.
+
+DESIGN 3.9: model text becomes `agent_message_chunk` (token deltas coalesced: buffered and sent at most
+every `flush_interval` seconds, and always before the next other update); a tool call becomes
+`tool_call` (`in_progress`, a `kind`, the arguments as `rawInput`); its result becomes
+`tool_call_update` (`completed` or `failed`, the result as content); the end of a turn becomes
+`usage_update` (the turn's tokens against the context window, with its cost where known).
+The other events (status, prompt trace, progress, compaction, errors) have no ACP update: the
+turn's record carries them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+
+from acp.helpers import (
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+    update_available_commands,
+    update_tool_call,
+    update_user_message_text,
+)
+from acp.schema import (
+    AgentMessageChunk,
+    AvailableCommand,
+    AvailableCommandsUpdate,
+    ContentToolCallContent,
+    Cost,
+    ImageContentBlock,
+    TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolKind,
+    UsageUpdate,
+    UserMessageChunk,
+)
+
+from agent_server.events import AgentEvent, DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
+from agent_server.types import ContentPart, ImagePart, SessionHistory, TextPart, ToolCall, ToolResult, Usage
+
+Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | UsageUpdate | AvailableCommandsUpdate
+SendUpdate = Callable[[Update], Awaitable[None]]
+
+TOOL_KINDS: dict[str, ToolKind] = {
+    "read_file": "read",
+    "list_dir": "read",
+    "search_text": "search",
+    "write_file": "edit",
+    "edit_file": "edit",
+    "run_command": "execute",
+}
+"""The ACP kind of each built-in tool; every other tool (mounted, plugins) is `other`."""
+
+SUMMARY_HEADER = "Summary of the earlier conversation:\n\n"
+
+
+def tool_kind(name: str) -> ToolKind:
+    return TOOL_KINDS.get(name, "other")
+
+
+def tool_call_start(call: ToolCall) -> ToolCallStart:
+    return start_tool_call(
+        call.id, call.name, kind=tool_kind(call.name), status="in_progress", raw_input=call.arguments
+    )
+
+
+def tool_call_done(result: ToolResult) -> ToolCallProgress:
+    status = "failed" if result.is_error else "completed"
+    return update_tool_call(result.call_id, status=status, content=tool_result_content(result.content))
+
+
+def tool_result_content(parts: Sequence[ContentPart]) -> list[ContentToolCallContent]:
+    return [tool_content(_block(part)) for part in parts]
+
+
+def _block(part: ContentPart) -> ImageContentBlock | TextContentBlock:
+    if isinstance(part, ImagePart):
+        return ImageContentBlock(type="image", data=part.data, mime_type=part.mime_type)
+    return text_block(part.text)
+
+
+def usage_update(usage: Usage, context_window: int) -> UsageUpdate:
+    cost = None if usage.cost_usd is None else Cost(amount=usage.cost_usd, currency="USD")
+    return UsageUpdate(session_update="usage_update", used=usage.total_tokens or 0, size=context_window, cost=cost)
+
+
+def commands_update(commands: Sequence[AvailableCommand]) -> AvailableCommandsUpdate:
+    return update_available_commands(list(commands))
+
+
+class TurnUpdates:
+    """An `EventSink` for one turn that sends its events as updates; see the module docstring.
+
+    Remembers the turn's id (from its first event), so that a cancelled turn's record can be read back.
+    """
+
+    def __init__(self, send: SendUpdate, *, flush_interval: float, context_window: int) -> None:
+        self._send = send
+        self._flush_interval = flush_interval
+        self._context_window = context_window
+        self._pending: list[str] = []
+        self._last_flush = 0.0
+        self.turn_id: str | None = None
+
+    async def __call__(self, event: AgentEvent) -> None:
+        if isinstance(event, TurnEvent):
+            self.turn_id = event.turn_id
+        if isinstance(event, TokenEvent):
+            self._pending.append(event.delta)
+            if time.monotonic() - self._last_flush >= self._flush_interval:
+                await self.flush()
+            return
+        update = _update_for(event, self._context_window)
+        if update is not None:
+            await self.flush()
+            await self._send(update)
+
+    async def flush(self) -> None:
+        """Send the text buffered so far, as one chunk."""
+        self._last_flush = time.monotonic()
+        if not self._pending:
+            return
+        text, self._pending = "".join(self._pending), []
+        await self._send(update_agent_message_text(text))
+
+
+def _update_for(event: AgentEvent, context_window: int) -> Update | None:
+    if isinstance(event, ToolStartEvent):
+        return tool_call_start(event.call)
+    if isinstance(event, ToolResultEvent):
+        return tool_call_done(event.result)
+    if isinstance(event, DoneEvent):
+        return usage_update(event.usage, context_window)
+    return None
+
+
+def replay(history: SessionHistory) -> Iterator[Update]:
+    """The session's live history as the updates a client shows: the compaction summary first, then
+    each message (user text, agent text, each tool call and its result)."""
+    if history.summary:
+        yield update_agent_message_text(SUMMARY_HEADER + history.summary)
+    for stored in history.messages:
+        message = stored.message
+        if message.role == "user":
+            yield update_user_message_text(message.text())
+        elif message.role == "assistant":
+            if message.text():
+                yield update_agent_message_text(message.text())
+            yield from (tool_call_start(call) for call in message.tool_calls)
+        elif message.role == "tool" and message.tool_call_id is not None:
+            parts = [TextPart(text=message.content)] if isinstance(message.content, str) else message.content
+            yield update_tool_call(message.tool_call_id, status="completed", content=tool_result_content(parts))

@@ -1,0 +1,346 @@
+"""`agent-server --protocol acp` over real stdio, driven by the ACP library's own client side."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import acp
+import anyio
+import pytest
+from acp import RequestError
+from acp.schema import McpServerStdio
+
+from tests.acp.helpers import READ_ROUND, WAIT_S, RecordingClient, make_workspace, spawned
+from tests.mounts.conftest import NODE_MODULES
+from tests.subprocess.helpers import ServerDirs
+from tests.unit.mounts.helpers import alive, poll_until, read_pid
+
+pytestmark = pytest.mark.anyio
+
+FAKE_ECHO = Path(__file__).resolve().parents[1] / "fakes" / "mcp_echo.py"
+
+
+def turn_of(response: Any) -> dict[str, Any]:
+    return response.field_meta["agent_server"]["turn"]
+
+
+async def test_a_prompt_with_one_tool_round_streams_the_updates_in_order(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")  # not the --workspace: the session's cwd is its workspace
+    async with spawned(dirs, [*READ_ROUND, {"content": "Outside."}]) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("What is the secret word?")])
+        await client.wait_for_kind(session, "usage_update")
+
+        assert response.stop_reason == "end_turn"
+        assert turn_of(response)["status"] == "completed"
+        turn_kinds = [k for k in client.kinds(session) if k != "available_commands_update"]
+        assert turn_kinds == [
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk",
+            "usage_update",
+        ]
+        updates = [u for s, u in client.updates if s == session]
+        call = next(u for u in updates if u.session_update == "tool_call")
+        assert (call.kind, call.status, call.raw_input, call.title) == (
+            "read",
+            "in_progress",
+            {"path": "notes.txt"},
+            "read_file",
+        )
+        done = next(u for u in updates if u.session_update == "tool_call_update")
+        assert done.tool_call_id == call.tool_call_id and done.status == "completed"
+        assert "pomegranate" in done.content[0].content.text
+        assert client.texts(session) == "Let me look.The word is pomegranate."
+        usage = next(u for u in updates if u.session_update == "usage_update")
+        assert (usage.used, usage.size) == (13, 128_000)
+        assert response.usage is not None and response.usage.total_tokens == 13
+        await client.wait_for_kind(session, "available_commands_update")
+        commands = next(u for s, u in client.updates if u.session_update == "available_commands_update")
+        assert {c.name for c in commands.available_commands} == {"compact", "fork", "sessions", "tools"}
+
+
+async def test_the_session_tools_are_confined_to_its_cwd(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    (dirs.workspace / "elsewhere.txt").write_text("not in the session's workspace")
+    script = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "../ws/elsewhere.txt"}}]},
+        {"content": "Refused."},
+    ]
+    async with spawned(dirs, script) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Read it")])
+        done = next(u for s, u in client.updates if u.session_update == "tool_call_update")
+        assert done.status == "failed"
+        assert "not in the session" not in done.content[0].content.text
+
+
+async def test_new_session_refuses_a_relative_or_missing_cwd(dirs: ServerDirs) -> None:
+    async with spawned(dirs, []) as (conn, _client):
+        for cwd in ["relative/dir", str(dirs.root / "missing")]:
+            with pytest.raises(RequestError) as caught:
+                await conn.new_session(cwd=cwd, mcp_servers=[])
+            assert caught.value.code == -32602 and cwd in str(caught.value)
+        assert (await conn.list_sessions()).sessions == []  # nothing stored for a refused session
+
+
+async def test_cancel_ends_a_slow_turn_as_cancelled_and_the_session_goes_on(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    script = [
+        {"content": "Looking.", "tool_calls": [{"name": "list_dir", "arguments": {}}]},
+        {"delay_s": 60, "content": "Too late."},
+        {"content": "Still here."},
+    ]
+    async with spawned(dirs, script) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        result: dict[str, Any] = {}
+
+        async def prompt() -> None:
+            result["response"] = await conn.prompt(session_id=session, prompt=[acp.text_block("Take your time")])
+
+        with anyio.fail_after(WAIT_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(prompt)
+                await client.wait_for_kind(session, "tool_call_update")  # the turn runs: its model call is slow
+                await conn.cancel(session_id=session)
+        response = result["response"]
+        assert response.stop_reason == "cancelled"
+        assert turn_of(response)["status"] == "cancelled"
+        again = await conn.prompt(session_id=session, prompt=[acp.text_block("Are you there?")])
+        assert again.stop_reason == "end_turn" and turn_of(again)["final_text"] == "Still here."
+        listed = (await conn.list_sessions()).sessions
+        assert [s.session_id for s in listed] == [session]
+
+
+async def test_list_load_replay_and_resume_in_a_new_process(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, READ_ROUND) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("What is the secret word?")])
+
+    later = [{"expect_contains": ["What is the secret word?", "The word is pomegranate."], "content": "Yes."}]
+    async with spawned(dirs, later) as (conn, client):
+        listed = await conn.list_sessions()
+        assert [(s.session_id, s.cwd) for s in listed.sessions] == [(session, str(project.resolve()))]
+        assert (await conn.list_sessions(cwd="/elsewhere")).sessions == []
+
+        await conn.load_session(cwd=str(project), session_id=session, mcp_servers=[])
+        replayed = [k for k in client.kinds(session) if k != "available_commands_update"]
+        assert replayed == [
+            "user_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk",
+        ]
+        assert client.texts(session, "user_message_chunk") == "What is the secret word?"
+        assert client.texts(session) == "Let me look.The word is pomegranate."
+
+        await conn.resume_session(cwd=str(project), session_id=session, mcp_servers=[])
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Sure?")])
+        assert response.stop_reason == "end_turn"
+
+        await conn.close_session(session_id=session)
+        with pytest.raises(RequestError, match="not open"):
+            await conn.prompt(session_id=session, prompt=[acp.text_block("Closed?")])
+        with pytest.raises(RequestError) as caught:
+            await conn.load_session(cwd=str(project), session_id="ses_unknown", mcp_servers=[])
+        assert caught.value.code == -32002
+
+
+async def test_load_replays_the_compaction_summary_first(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    config = dirs.root / "config.json"
+    config.write_text(json.dumps({"compact_keep_last": 1}))
+    script = [{"content": "First answer."}, {"content": "Summary: the user asked once."}]
+    async with spawned(dirs, script, "--config", str(config)) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Hello")])
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("/compact keep it short")])
+        assert response.stop_reason == "end_turn"
+        assert "Compacted 1 messages (llm summary); 1 kept" in client.texts(session)
+
+    async with spawned(dirs, []) as (conn, client):
+        await conn.load_session(cwd=str(project), session_id=session, mcp_servers=[])
+        replayed = [
+            (u.session_update, u.content.text) for s, u in client.updates if u.session_update.endswith("message_chunk")
+        ]
+        assert replayed == [
+            ("agent_message_chunk", "Summary of the earlier conversation:\n\nSummary: the user asked once."),
+            ("agent_message_chunk", "First answer."),
+        ]
+
+
+@pytest.fixture
+def everything_server() -> Path:
+    from tests.mounts.conftest import _server  # pyright: ignore[reportPrivateUsage]
+
+    return _server("server-everything")
+
+
+async def test_a_client_provided_stdio_mcp_server_is_used_in_a_turn(dirs: ServerDirs, everything_server: Path) -> None:
+    assert NODE_MODULES.is_dir()
+    project = make_workspace(dirs.root / "project")
+    script = [
+        {"tool_calls": [{"name": "everything__echo", "arguments": {"message": "hi from the editor"}}]},
+        {"expect_contains": "Echo: hi from the editor", "content": "It echoed."},
+    ]
+    server = McpServerStdio(name="everything", command="node", args=[str(everything_server), "stdio"], env=[])
+    async with spawned(dirs, script) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[server])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Echo something")])
+        assert response.stop_reason == "end_turn"
+        call = next(u for s, u in client.updates if u.session_update == "tool_call")
+        done = next(u for s, u in client.updates if u.session_update == "tool_call_update")
+        assert (call.kind, done.status) == ("other", "completed")
+        assert done.content[0].content.text == "Echo: hi from the editor"
+
+        await conn.prompt(session_id=session, prompt=[acp.text_block("/tools")])
+        listing = client.texts(session)
+        assert "everything__echo" in listing and "server everything (stdio): ready" in listing
+        other = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=other, prompt=[acp.text_block("/tools")])
+        assert "everything__echo" not in client.texts(other)  # the server is that session's own
+
+
+async def test_a_failed_turn_is_a_json_rpc_error_carrying_its_record(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, [{"error": {"message": "provider down"}}]) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        with pytest.raises(RequestError) as caught:
+            await conn.prompt(session_id=session, prompt=[acp.text_block("Hello")])
+        assert caught.value.code == -32603
+        assert str(caught.value).startswith("[turn failed] model_error:") and "provider down" in str(caught.value)
+        turn = caught.value.data["turn"]
+        assert (turn["status"], turn["session_id"], turn["error"]["type"]) == ("failed", session, "model_error")
+
+
+async def test_a_halted_turn_stops_with_max_turn_requests(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    config = dirs.root / "config.json"
+    config.write_text(json.dumps({"max_tool_passes": 0}))
+    script = [{"tool_calls": [{"name": "list_dir", "arguments": {}}]}]
+    async with spawned(dirs, script, "--config", str(config)) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Look around")])
+        assert response.stop_reason == "max_turn_requests" and turn_of(response)["status"] == "halted"
+
+
+async def test_resource_and_resource_link_blocks_become_text_the_model_sees(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    uri = (project / "notes.txt").as_uri()
+    expected = [
+        "Explain these",
+        f"Contents of <{uri}>:",
+        "the secret word is pomegranate",
+        "[resource: spec.md <file:///spec.md>]",
+    ]
+    async with spawned(dirs, [{"expect_contains": expected, "content": "Done."}]) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        blocks = [
+            acp.text_block("Explain these"),
+            acp.resource_block(acp.embedded_text_resource(uri, (project / "notes.txt").read_text())),
+            acp.resource_link_block("spec.md", "file:///spec.md"),
+        ]
+        response = await conn.prompt(session_id=session, prompt=blocks)
+        assert response.stop_reason == "end_turn"
+        with pytest.raises(RequestError, match="image content is not supported"):
+            await conn.prompt(session_id=session, prompt=[acp.image_block("aGk=", "image/png")])
+
+
+async def test_fork_and_sessions_commands_and_session_fork(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    script = [{"content": "First."}, {"expect_contains": ["Hello", "First."], "content": "From the fork."}]
+    async with spawned(dirs, script) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Hello")])
+        await conn.prompt(session_id=session, prompt=[acp.text_block("/fork")])
+        assert client.texts(session).startswith("First.Forked this session into ses_")
+        await conn.prompt(session_id=session, prompt=[acp.text_block("/sessions")])
+        listing = client.texts(session).split("load it to continue there.")[1]
+        assert len(listing.splitlines()) == 2 and f"{session} (this one)" in listing
+
+        forked = (await conn.fork_session(session_id=session, cwd=str(project), mcp_servers=[])).session_id
+        assert forked != session
+        response = await conn.prompt(session_id=forked, prompt=[acp.text_block("Go on")])
+        assert turn_of(response)["final_text"] == "From the fork."
+        assert len((await conn.list_sessions()).sessions) == 3
+
+
+async def test_a_sessions_mcp_servers_stop_when_it_closes_and_when_the_process_exits(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    fake = str(FAKE_ECHO)
+
+    def echo_server(pid_file: Path) -> McpServerStdio:
+        return McpServerStdio(name="echo", command=sys.executable, args=[fake, "--pid-file", str(pid_file)], env=[])
+
+    first, second = dirs.root / "first.pid", dirs.root / "second.pid"
+    async with spawned(dirs, []) as (conn, _client):
+        closing = (await conn.new_session(cwd=str(project), mcp_servers=[echo_server(first)])).session_id
+        await conn.new_session(cwd=str(project), mcp_servers=[echo_server(second)])
+        pids = [await read_pid(first), await read_pid(second)]
+        await conn.close_session(session_id=closing)
+        await poll_until(lambda: not alive(pids[0]))
+        assert alive(pids[1])  # the other session's server runs on
+    await poll_until(lambda: not alive(pids[1]))  # stdin closed: the agent stopped it before leaving
+
+
+WRITE_ROUND: list[dict[str, Any]] = [
+    {"tool_calls": [{"name": "write_file", "arguments": {"path": "out.txt", "content": "written"}}]},
+    {"content": "Done."},
+]
+
+
+@pytest.mark.parametrize(
+    ("choice", "written", "decision"),
+    [("allow_once", True, "allow_once"), ("reject_once", False, "deny"), (None, False, "cancelled")],
+)
+async def test_a_write_asks_the_editor_and_runs_only_when_allowed(
+    dirs: ServerDirs, choice: str | None, written: bool, decision: str
+) -> None:
+    project = make_workspace(dirs.root / "project")
+    client = RecordingClient(choice=choice)
+    async with spawned(dirs, WRITE_ROUND, "--allow-write", client=client) as (conn, _):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Write out.txt")])
+    turn = turn_of(response)
+    assert (response.stop_reason, turn["status"]) == ("end_turn", "completed")
+    ((asked_session, tool_call, options),) = client.permission_requests
+    assert asked_session == session and tool_call.kind == "edit" and tool_call.raw_input["path"] == "out.txt"
+    assert len(options) == 4
+    assert (project / "out.txt").exists() is written
+    assert [(a["tool"], a["channel"], a["decision"]) for a in turn["approvals"]] == [("write_file", "acp", decision)]
+
+
+class NeverAnswers(RecordingClient):
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
+        self.permission_requests.append((session_id, tool_call, options))
+        self._changed.set()
+        await anyio.sleep_forever()
+
+
+async def test_cancel_resolves_a_pending_permission_request_as_cancelled(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    client = NeverAnswers()
+    async with spawned(dirs, WRITE_ROUND, "--allow-write", client=client) as (conn, _):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        result: dict[str, Any] = {}
+
+        async def prompt() -> None:
+            result["response"] = await conn.prompt(session_id=session, prompt=[acp.text_block("Write out.txt")])
+
+        with anyio.fail_after(WAIT_S):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(prompt)
+                await client.wait_until(lambda: bool(client.permission_requests))
+                await conn.cancel(session_id=session)
+    response = result["response"]
+    assert response.stop_reason == "cancelled"
+    turn = turn_of(response)
+    assert turn["status"] == "cancelled"
+    assert [(a["tool"], a["decision"]) for a in turn["approvals"]] == [("write_file", "cancelled")]
+    assert not (project / "out.txt").exists()
