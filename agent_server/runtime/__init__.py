@@ -43,6 +43,7 @@ from agent_server.events import EventIds, EventSink
 from agent_server.llm.unavailable import CONFIGURE
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm
+from agent_server.runtime.park import InputRequest, Park, ParkedApprovals
 from agent_server.settings import Settings
 from agent_server.types import (
     CompactionRecord,
@@ -78,6 +79,9 @@ __all__ = [
     "NEW_SESSION",
     "AgentRuntime",
     "ClientModel",
+    "InputRequest",
+    "Park",
+    "ParkedApprovals",
     "SessionTools",
     "ToolsReport",
     "TurnHandle",
@@ -117,8 +121,13 @@ class TurnOptions(TypedDict, total=False):
     model: str | None
     tools: Sequence[str] | None
     approvals: ApprovalChannel | None
-    """A background turn outlives the request that started it, so an MCP caller lends no channel (the
-    headless policy applies); a Python program may pass one that stays reachable."""
+    """A background turn outlives the request that started it, so its channel must stay reachable: a
+    `ParkedApprovals` over the turn's `park` (MCP tasks, 2026-07-28), or a Python program's own; None: the
+    headless policy applies."""
+    client_model: ClientModel | None
+    """The caller's model, reachable through the turn's `park` (2026-07-28), when none is configured."""
+    park: Park | None
+    """Where the turn waits for its client (`new_park`); the turn ends `cancelled` when it gives up."""
 
 
 @dataclass(frozen=True)
@@ -302,6 +311,7 @@ class AgentRuntime:
         approvals: ApprovalChannel | None = None,
         turn_id: str | None = None,
         session_tools: SessionTools | None = None,
+        park: Park | None = None,
     ) -> TurnRecord:
         """Run one agent turn and return its stored record, however it ended.
 
@@ -313,7 +323,8 @@ class AgentRuntime:
         be asked, and calls that need approval follow `approvals.headless` (default: denied).
         `turn_id`: the id the turn gets (default: a new one).
         `session_tools` (from `session_tools()`): the tools and workspace of that session instead of the
-        runtime's own.
+        runtime's own. `park`: the turn's park, whose expiry (not a cancel of the caller's) the record then
+        names as the reason it was cancelled.
 
         Raises:
             SessionNotFound: `session_id` is unknown.
@@ -346,6 +357,7 @@ class AgentRuntime:
                 notes=tuple(note for manager in mounts for note in _unavailable_notes(manager)),
                 approvals=approvals,
                 turn_id=turn_id,
+                cancel_reason=None if park is None else (lambda: park.expired),
             )
             registry = parts.registry if session_tools is None else session_tools.registry
             deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
@@ -366,13 +378,15 @@ class AgentRuntime:
         runtime cancels it (recorded `cancelled`). Its events are kept (bounded, see
         `agent_server.runtime.background`) for `TurnHandle.follow`. The session is resolved now, so an
         unknown `session_id` fails here; a turn queued behind another turn of its session begins later.
-        It needs a configured model: the caller's own model is reachable only while its call is open.
+        It needs a configured model, or the caller's own reachable through the turn's `park`
+        (`client_model`, 2026-07-28): otherwise the caller's model is reachable only while its call is open.
 
         Raises:
             SessionNotFound: `session_id` is unknown.
             InvalidArgument: no model is configured, or too many background turns are running.
         """
-        if self._llm is None:
+        lent = options.get("client_model")
+        if self._llm is None and (lent is None or lent.requester is None or options.get("park") is None):
             raise InvalidArgument(
                 "a background turn needs a configured model (the caller's own model is only reachable "
                 "while its request is open): " + CONFIGURE
@@ -405,7 +419,11 @@ class AgentRuntime:
                 **options,
             )
 
-        return background.start(record, turn)
+        return background.start(record, turn, options.get("park"))
+
+    def new_park(self) -> Park:
+        """A park for one background turn (`start_turn(park=...)`), bounded by `park_timeout_s`."""
+        return Park(timeout_s=self.settings.park_timeout_s)
 
     def background_turn(self, turn_id: str) -> TurnHandle | None:
         """The handle of a background turn of this runtime (running, or among the recently finished)."""
@@ -604,7 +622,14 @@ class AgentRuntime:
     async def list_turns(
         self, session_id: str, *, cursor: str | None = None, limit: int = 20
     ) -> tuple[list[TurnRecord], str | None]:
-        return await (await self._ready()).store.list_turns(session_id, cursor=cursor, limit=limit)
+        """One page of the session's turns; a background turn of this runtime's as it is now (its live
+        status, e.g. `awaiting_input`), the others as stored."""
+        turns, next_cursor = await (await self._ready()).store.list_turns(session_id, cursor=cursor, limit=limit)
+        return [self._live(turn) for turn in turns], next_cursor
+
+    def _live(self, stored: TurnRecord) -> TurnRecord:
+        handle = self._background.get(stored.turn_id) if self._background is not None else None
+        return handle.record if handle is not None and not handle.done else stored
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
         return await (await self._ready()).store.get_turn(session_id, turn_id)

@@ -29,6 +29,7 @@ import anyio.abc
 
 from agent_server.errors import CANCELLED, INTERNAL_ERROR, AgentServerError, InvalidArgument
 from agent_server.events import AgentEvent, EventIds, EventSink, StatusEvent
+from agent_server.runtime.park import Park
 from agent_server.types import ErrorInfo, TurnRecord, TurnStatus, utc_now
 
 logger = logging.getLogger(__name__)
@@ -96,11 +97,12 @@ class EventLog:
 class TurnHandle:
     """One background turn, as its starter and its followers see it."""
 
-    def __init__(self, record: TurnRecord, limits: LogLimits) -> None:
+    def __init__(self, record: TurnRecord, limits: LogLimits, park: Park | None = None) -> None:
         self.turn_id = record.turn_id
         self.session_id = record.session_id
-        self.record = record
-        """The latest record: `running` until the turn ends, then the stored final record."""
+        self._record = record
+        self.park = park
+        """Where the turn waits for its client's input, when its front door lends it one that way."""
         self.log = EventLog(limits)
         self._limits = limits
         self._scope = anyio.CancelScope()
@@ -109,10 +111,35 @@ class TurnHandle:
         self._cursors: OrderedDict[str, int] = OrderedDict()
         self.updated_at = record.started_at
         """When the turn last emitted an event or ended."""
+        if park is not None:
+            park.bind(on_change=self._input_changed, on_expired=lambda _message: self.cancel())
 
     @property
     def done(self) -> bool:
         return self._done.is_set()
+
+    @property
+    def record(self) -> TurnRecord:
+        """The latest record: `running` (`awaiting_input` while its park holds requests) until the turn
+        ends, then the stored final record."""
+        if not self.done and self.awaiting_input:
+            return self._record.model_copy(update={"status": "awaiting_input"})
+        return self._record
+
+    @property
+    def awaiting_input(self) -> bool:
+        return self.park is not None and bool(self.park.pending())
+
+    def _input_changed(self) -> None:
+        self.updated_at = utc_now()
+        self._notify()
+
+    async def wait_for_input(self, timeout_s: float | None = None) -> bool:
+        """Wait until the turn ends or waits for its client's input (`timeout_s` at most); True if it waits."""
+        with anyio.move_on_after(timeout_s if timeout_s is not None else float("inf")):
+            while not self.done and not self.awaiting_input:
+                await self._changed.wait()
+        return not self.done and self.awaiting_input
 
     def ids(self) -> EventIds:
         return {"turn_id": self.turn_id, "session_id": self.session_id, "trace_id": self.record.trace_id}
@@ -124,7 +151,7 @@ class TurnHandle:
         self._notify()
 
     def finish(self, record: TurnRecord) -> None:
-        self.record = record
+        self._record = record
         self.updated_at = record.finished_at or utc_now()
         self._done.set()
         self._notify()
@@ -211,7 +238,7 @@ class TurnHandle:
         return record or self._ended("cancelled", _NOT_BEGUN)
 
     def _ended(self, status: TurnStatus, error: ErrorInfo) -> TurnRecord:
-        return self.record.model_copy(update={"status": status, "error": error, "finished_at": utc_now()})
+        return self._record.model_copy(update={"status": status, "error": error, "finished_at": utc_now()})
 
 
 _NOT_BEGUN = ErrorInfo(type=CANCELLED, message="the turn was cancelled before it began")
@@ -254,8 +281,11 @@ class BackgroundTurns:
     def get(self, turn_id: str) -> TurnHandle | None:
         return self._turns.get(turn_id)
 
-    def start(self, record: TurnRecord, turn: Callable[[EventSink], Awaitable[TurnRecord]]) -> TurnHandle:
-        """Run `turn` in the background; `record` is its `running` record until it ends.
+    def start(
+        self, record: TurnRecord, turn: Callable[[EventSink], Awaitable[TurnRecord]], park: Park | None = None
+    ) -> TurnHandle:
+        """Run `turn` in the background; `record` is its `running` record until it ends; `park` is where it
+        waits for its client (cancelled when the park gives up on the client).
 
         Raises:
             InvalidArgument: `max_running` background turns are running already.
@@ -267,7 +297,7 @@ class BackgroundTurns:
             raise InvalidArgument(
                 f"{running} background turns are running already (the limit): wait for one or cancel it"
             )
-        handle = TurnHandle(record, self._limits)
+        handle = TurnHandle(record, self._limits, park)
         self._turns[handle.turn_id] = handle
         self._group.start_soon(self._run, handle, turn)
         return handle
