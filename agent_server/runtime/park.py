@@ -87,8 +87,9 @@ class Park:
         return f"{prefix}-{self._counter}"
 
     def pending(self) -> list[InputRequest]:
-        """The requests waiting for an answer, oldest first."""
-        return [slot.request for slot in self._slots.values()]
+        """The requests waiting for an answer, oldest first (an answered one is gone at once, before its
+        asker runs again, so the client is never shown it twice)."""
+        return [slot.request for slot in self._slots.values() if not slot.answered.is_set()]
 
     def answer(self, key: str, value: object) -> bool:
         """Deliver the client's answer to the request `key`; False when no request waits on that key."""
@@ -97,6 +98,7 @@ class Park:
             return False
         slot.answer = value
         slot.answered.set()
+        self._on_change()
         return True
 
     async def ask(self, request: InputRequest) -> object:
