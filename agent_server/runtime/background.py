@@ -171,10 +171,17 @@ class TurnHandle:
         return self.record
 
     async def follow(
-        self, sink: EventSink, *, follower: str | None = None, after: int | None = None, timeout_s: float
+        self,
+        sink: EventSink,
+        *,
+        follower: str | None = None,
+        after: int | None = None,
+        timeout_s: float,
+        until_input: bool = False,
     ) -> int:
         """Send `sink` this turn's events after `after` (default: the last one `follower` was sent, or the
-        start), as they come, until the turn ends or `timeout_s` passes. Returns the last event's number
+        start), as they come, until the turn ends or `timeout_s` passes (or, with `until_input`, the turn
+        waits for its client's input: every event before that is sent). Returns the last event's number
         sent; `follower`'s cursor moves with each event, also when the caller is cancelled midway."""
         # A cursor past the last event means "everything so far": later events are never skipped.
         cursor = min(self._cursor(follower) if after is None else after, self.log.last_seq)
@@ -192,7 +199,7 @@ class TurnHandle:
                     cursor = max(cursor, batch.last_seq)
                     self._remember(follower, cursor)
                     continue
-                if self.done:
+                if self.done or (until_input and self.awaiting_input):
                     break
                 await changed.wait()
         return cursor

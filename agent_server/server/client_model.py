@@ -13,8 +13,8 @@ from agent_server.errors import ModelError
 from agent_server.runtime import CONFIGURE, ClientModel, Park
 
 NO_BACK_CHANNEL = (
-    "this connection cannot lend the client's model: protocol 2026-07-28 has no server-to-client requests, "
-    "so sampling/createMessage is unavailable; "
+    "this call cannot lend the client's model: protocol 2026-07-28 has no server-to-client requests, "
+    "and only run_turn reaches the client's model there (through InputRequiredResult rounds); "
 )
 NO_SAMPLING = "the client did not declare the MCP sampling capability, so its model cannot be used; "
 
@@ -25,8 +25,6 @@ def client_model(ctx: ServerRequestContext[Any, Any], park: Park | None = None) 
     On a connection without server-to-client requests (2026-07-28) the model is reachable only through
     `park` (each call an `llm-<n>` input request, `input_requests.ParkedSampling`), when one is given."""
     caps = ctx.session.client_capabilities
-    if not ctx.session.can_send_request and park is None:
-        return ClientModel(unavailable=NO_BACK_CHANNEL + CONFIGURE)
     if caps is None or caps.sampling is None:
         return ClientModel(unavailable=NO_SAMPLING + CONFIGURE)
     with_tools = caps.sampling.tools is not None
@@ -34,6 +32,8 @@ def client_model(ctx: ServerRequestContext[Any, Any], park: Park | None = None) 
         from agent_server.server.input_requests import ParkedSampling
 
         return ClientModel(requester=ParkedSampling(park), with_tools=with_tools)
+    if not ctx.session.can_send_request:
+        return ClientModel(unavailable=NO_BACK_CHANNEL + CONFIGURE)
     return ClientModel(requester=_SessionRequester(ctx), with_tools=with_tools)
 
 
