@@ -131,8 +131,33 @@ async def test_tasks_get_shows_input_required_and_session_get_awaiting_input(tmp
                 (only,) = listed.structured_content["sessions"]
                 session = await client.call_tool("session_get", {"session_id": only["session_id"]})
                 assert session.structured_content is not None
-                assert [t["status"] for t in session.structured_content["turns"]] == ["awaiting_input"]
+                (turn,) = session.structured_content["turns"]
+                assert turn["status"] == "awaiting_input"
+                got = await client.call_tool("turn_get", {"turn_id": turn["turn_id"]})
+                assert (got.structured_content or {})["status"] == "awaiting_input"
                 await mcp_tasks().update(client.session, task_ids[0], {key: ALLOW, "approve-unknown": ALLOW})
             done = await mcp_tasks().get_task(client.session, task_ids[0])
     assert done.status == "completed" and done.result is not None
     assert done.result["structuredContent"]["status"] == "completed"
+
+
+async def test_a_task_on_the_clients_model_asks_for_each_model_call(tmp_path: Path) -> None:
+    """No model configured and sampling declared: each model call is an `llm-<n>` input request."""
+    answered: list[str] = []
+
+    async def on_input(key: str, request: dict[str, Any]) -> dict[str, Any]:
+        assert request["method"] == "sampling/createMessage" and request["params"]["messages"]
+        answered.append(key)
+        return {"role": "assistant", "model": "client-llm", "content": {"type": "text", "text": "from the client"}}
+
+    async def sample(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.ErrorData:
+        raise AssertionError("the server sent sampling/createMessage on 2026-07-28")
+
+    server = create_server(make_settings(tmp_path))
+    extension = mcp_tasks().TasksExtension(on_input=on_input)
+    with anyio.fail_after(20):
+        async with Client(server, extensions=[extension], sampling_callback=sample) as client:
+            result = await client.call_tool("run_turn", {"prompt": "hi"})
+    assert (result.structured_content or {})["status"] == "completed"
+    assert (result.structured_content or {})["final_text"] == "from the client"
+    assert answered == ["llm-1"]
