@@ -14,7 +14,8 @@ turn. Each round streams the turn's events it has not streamed yet on its own pr
 A request that lends nothing (no elicitation, a configured model or no sampling) runs the turn the usual
 way, where the client's model gives the clear error of `client_model.py`. A client that stops retrying
 leaves its turn parked until `park_timeout_s`, when the turn ends `cancelled` saying so; cancelling a
-round's request cancels the turn, as it would a synchronous one. The SDK client retries at most
+round's request cancels the turn, as it would a synchronous one. Such a turn counts as one of the
+runtime's background turns while it runs (their bound applies: at most 32 at once). The SDK client retries at most
 `input_required_max_rounds` (10) times per call: a turn needing more answers needs that raised.
 """
 
