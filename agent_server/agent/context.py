@@ -45,6 +45,8 @@ class TurnRequest:
     """How this turn asks its user to approve a tool call; None: nobody can be asked (`approvals.headless`)."""
     turn_id: str | None = None
     """The turn's id when the caller chose it already (a background turn is known before it begins)."""
+    begun: bool = False
+    """The turn's `running` record is stored already (a background turn is stored before it queues)."""
     cancel_reason: Callable[[], str | None] | None = None
     """Why the turn was cancelled when its caller did not cancel it (the park gave up on the client):
     asked once the turn is cancelled; None or no answer: "the caller cancelled the turn"."""

@@ -33,7 +33,8 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
         SessionNotFound: the session does not exist.
     """
     state = TurnState.begin(request)
-    history = await deps.store.begin_turn(state.record)
+    store = deps.store
+    history = await (store.load_history(request.session_id) if request.begun else store.begin_turn(state.record))
     ids = state.ids()
     try:
         await emit(TurnEvent(prompt=request.prompt, **ids))

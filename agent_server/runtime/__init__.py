@@ -26,6 +26,7 @@ without connection identity, which never has a current session. No MCP types her
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
@@ -88,6 +89,8 @@ __all__ = [
     "TurnOptions",
     "fixed_llm",
 ]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_CONNECTION = "default"
 NEW_SESSION = "new"
@@ -229,7 +232,8 @@ class AgentRuntime:
             self._started_mounts = await stack.enter_async_context(manager)
         stack.push_async_callback(self._close_store)
         # Exits first: background turns are cancelled (and recorded) while the store and mounts are still up.
-        self._background = await stack.enter_async_context(BackgroundTurns(self._stored_turn))
+        background = BackgroundTurns(self._stored_turn, write=self._store_unbegun)
+        self._background = await stack.enter_async_context(background)
         return self
 
     async def __aexit__(
@@ -312,6 +316,7 @@ class AgentRuntime:
         turn_id: str | None = None,
         session_tools: SessionTools | None = None,
         park: Park | None = None,
+        begun: bool = False,
     ) -> TurnRecord:
         """Run one agent turn and return its stored record, however it ended.
 
@@ -324,7 +329,8 @@ class AgentRuntime:
         `turn_id`: the id the turn gets (default: a new one).
         `session_tools` (from `session_tools()`): the tools and workspace of that session instead of the
         runtime's own. `park`: the turn's park, whose expiry (not a cancel of the caller's) the record then
-        names as the reason it was cancelled.
+        names as the reason it was cancelled. `begun`: the turn's `running` record (`turn_id`) is stored already
+        (`start_turn` stores it before it returns).
 
         Raises:
             SessionNotFound: `session_id` is unknown.
@@ -358,6 +364,7 @@ class AgentRuntime:
                 approvals=approvals,
                 turn_id=turn_id,
                 cancel_reason=None if park is None else (lambda: park.expired),
+                begun=begun,
             )
             registry = parts.registry if session_tools is None else session_tools.registry
             deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
@@ -377,7 +384,10 @@ class AgentRuntime:
         The turn runs in the runtime's task group, bounded by its `timeout_s` like any turn; leaving the
         runtime cancels it (recorded `cancelled`). Its events are kept (bounded, see
         `agent_server.runtime.background`) for `TurnHandle.follow`. The session is resolved now, so an
-        unknown `session_id` fails here; a turn queued behind another turn of its session begins later.
+        unknown `session_id` fails here, and the turn is durably begun: its `running` record is stored
+        before this returns (a process that dies with it leaves it to be marked `interrupted`), also when
+        it queues behind another turn of its session (it begins later; ended before it began, e.g.
+        cancelled, its record says so).
         It needs a configured model, or the caller's own reachable through the turn's `park`
         (`client_model`, 2026-07-28): otherwise the caller's model is reachable only while its call is open.
 
@@ -396,6 +406,7 @@ class AgentRuntime:
         session = await self._session_for_turn(parts, session_id, connection, prompt)
         if session_id not in (None, NEW_SESSION):
             await parts.store.get_session(session)
+        background.check_room()
         trace_id = trace_id or new_id("trace")
         record = TurnRecord(
             turn_id=new_id("turn"),
@@ -416,9 +427,12 @@ class AgentRuntime:
                 on_event=on_event,
                 trace_id=trace_id,
                 turn_id=record.turn_id,
+                begun=True,
                 **options,
             )
 
+        if not await parts.store.finish_turn(record, []):  # stored `running`, with no messages yet
+            raise SessionNotFound(session)
         return background.start(record, turn, options.get("park"))
 
     def new_park(self) -> Park:
@@ -462,6 +476,13 @@ class AgentRuntime:
         if self._background is None:
             raise RuntimeError("the runtime was not entered: use `async with AgentRuntime(...)`")
         return self._background
+
+    async def _store_unbegun(self, record: TurnRecord) -> None:
+        """Store the final record of a background turn that ended before it began (in place of `running`)."""
+        try:
+            await (await self._ready()).store.finish_turn(record, [])
+        except AgentServerError as exc:  # it stays `running`; the next start marks it `interrupted`
+            logger.warning("could not store the record of turn %s: %s", record.turn_id, exc.message)
 
     async def _stored_turn(self, session_id: str, turn_id: str) -> TurnRecord | None:
         try:

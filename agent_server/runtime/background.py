@@ -223,9 +223,15 @@ class TurnHandle:
         )
         return StatusEvent(phase=DROPPED_PHASE, message=message, **self.ids())
 
-    async def run(self, turn: Callable[[EventSink], Awaitable[TurnRecord]], stored: StoredRecord) -> None:
+    async def run(
+        self,
+        turn: Callable[[EventSink], Awaitable[TurnRecord]],
+        stored: StoredRecord,
+        write: WriteRecord | None = None,
+    ) -> None:
         """Run the turn to its end in this task; never raises but for the runtime's own cancellation."""
         record: TurnRecord | None = None
+        ending = self._ended("cancelled", _NOT_BEGUN)
         try:
             with self._scope:
                 record = await turn(self.append)
@@ -233,16 +239,20 @@ class TurnHandle:
             logger.exception("background turn %s failed", self.turn_id)
             error_type = exc.type if isinstance(exc, AgentServerError) else INTERNAL_ERROR
             message = exc.message if isinstance(exc, AgentServerError) else f"{type(exc).__name__}: {exc}"
-            record = self._ended("failed", ErrorInfo(type=error_type, message=message))
+            ending = self._ended("failed", ErrorInfo(type=error_type, message=message))
         finally:
-            self.finish(record if record is not None else await self._cancelled(stored))
+            self.finish(record or await self._unfinished(stored, write, ending))
 
-    async def _cancelled(self, stored: StoredRecord) -> TurnRecord:
-        """The record of a cancelled turn: the one it stored (shielded) before re-raising, if it began."""
-        record: TurnRecord | None = None
+    async def _unfinished(self, stored: StoredRecord, write: WriteRecord | None, ending: TurnRecord) -> TurnRecord:
+        """The record of a turn that did not return one: the one it stored itself before it raised (it
+        began), else `ending`, stored in place of its `running` record (it never began). Shielded."""
         with anyio.CancelScope(shield=True):
             record = await stored(self.session_id, self.turn_id)
-        return record or self._ended("cancelled", _NOT_BEGUN)
+            if record is not None and record.status != "running":
+                return record
+            if write is not None:
+                await write(ending)
+        return ending
 
     def _ended(self, status: TurnStatus, error: ErrorInfo) -> TurnRecord:
         return self._record.model_copy(update={"status": status, "error": error, "finished_at": utc_now()})
@@ -252,6 +262,8 @@ _NOT_BEGUN = ErrorInfo(type=CANCELLED, message="the turn was cancelled before it
 
 StoredRecord = Callable[[str, str], Awaitable[TurnRecord | None]]
 """`(session_id, turn_id)` -> the stored record, or None."""
+WriteRecord = Callable[[TurnRecord], Awaitable[None]]
+"""Store the final record of a turn that ended before it began (never raises)."""
 
 
 class BackgroundTurns:
@@ -261,11 +273,13 @@ class BackgroundTurns:
         self,
         stored: StoredRecord,
         *,
+        write: WriteRecord | None = None,
         limits: LogLimits | None = None,
         max_running: int = MAX_RUNNING,
         keep_finished: int = KEEP_FINISHED,
     ) -> None:
         self._stored = stored
+        self._write = write
         self._limits = limits or LogLimits()
         self._max_running = max_running
         self._keep_finished = keep_finished
@@ -299,19 +313,23 @@ class BackgroundTurns:
         """
         if self._group is None:
             raise RuntimeError("the runtime was not entered")
-        running = sum(1 for handle in self._turns.values() if not handle.done)
-        if running >= self._max_running:
-            raise InvalidArgument(
-                f"{running} background turns are running already (the limit): wait for one or cancel it"
-            )
+        self.check_room()
         handle = TurnHandle(record, self._limits, park)
         self._turns[handle.turn_id] = handle
         self._group.start_soon(self._run, handle, turn)
         return handle
 
+    def check_room(self) -> None:
+        """Raise `InvalidArgument` when `max_running` background turns are running already."""
+        running = sum(1 for handle in self._turns.values() if not handle.done)
+        if running >= self._max_running:
+            raise InvalidArgument(
+                f"{running} background turns are running already (the limit): wait for one or cancel it"
+            )
+
     async def _run(self, handle: TurnHandle, turn: Callable[[EventSink], Awaitable[TurnRecord]]) -> None:
         try:
-            await handle.run(turn, self._stored)
+            await handle.run(turn, self._stored, self._write)
         finally:
             self._forget_old()
 
