@@ -135,6 +135,8 @@ async def test_tasks_get_shows_input_required_and_session_get_awaiting_input(tmp
                 assert turn["status"] == "awaiting_input"
                 got = await client.call_tool("turn_get", {"turn_id": turn["turn_id"]})
                 assert (got.structured_content or {})["status"] == "awaiting_input"
+                assert isinstance(got.content[0], types.TextContent)
+                assert got.content[0].text.startswith("[turn awaiting_input]") and got.is_error is False
                 await mcp_tasks().update(client.session, task_ids[0], {key: ALLOW, "approve-unknown": ALLOW})
             done = await mcp_tasks().get_task(client.session, task_ids[0])
     assert done.status == "completed" and done.result is not None
