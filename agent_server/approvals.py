@@ -10,11 +10,12 @@ a channel only has to ask and wait.
 Channels (each front door builds its own; `name` is what the turn record's `approvals` say):
 
 - `elicitation`: the MCP handshake era's server-to-client `elicitation/create` (form), in `server/`.
-- later `input_required`: MCP 2026-07-28, where a server cannot send requests: the turn parks and
-  `run_turn` answers an `InputRequiredResult` carrying the `elicitation/create` (DESIGN 3.8); `ask`
-  returns when the client retries with its `inputResponses`.
-- later `task`: an MCP task moves to `input_required` and `ask` returns when the client answers.
-- later `acp`: ACP's `session/request_permission`, whose options map onto `Decision.choice`
+- `input_required`: MCP 2026-07-28, where a server cannot send requests: the turn parks
+  (`runtime.park.ParkedApprovals`) and `run_turn` answers an `InputRequiredResult` carrying the
+  `elicitation/create` (DESIGN 3.8); `ask` returns when the client retries with its `inputResponses`.
+- `task`: the same park under an MCP task, which moves to `input_required`; `ask` returns when the
+  client answers through `tasks/update`.
+- `acp`: ACP's `session/request_permission`, whose options map onto `Decision.choice`
   (`allow_once`, `allow_always` -> `allow_session`, `reject_*` -> `deny`; a cancelled request -> `cancel`).
 
 No MCP types here: arguments are plain JSON values, already summarised and redacted by the gate.

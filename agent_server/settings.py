@@ -176,6 +176,9 @@ class Settings(BaseModel):
     """Recent messages kept verbatim by preflight compaction and by `compact` by default."""
     max_tool_passes: int = Field(default=50, ge=0, le=1000)
     turn_timeout_s: float | None = Field(default=None, gt=0)
+    park_timeout_s: float = Field(default=300, gt=0, le=86_400)
+    """How long a turn waits for its client's answer to one input request (an approval, a call of the
+    client's model on 2026-07-28, a task's `input_required`) before it ends `cancelled` saying so."""
     token_flush_interval_s: float = Field(default=0.05, ge=0)
     """Token deltas are coalesced into one event per interval."""
     heartbeat_s: float = Field(default=10, gt=0)

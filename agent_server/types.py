@@ -129,7 +129,11 @@ class ToolResult(_Model):
 
 # --- turn records ------------------------------------------------------------------------
 
-TurnStatus = Literal["running", "completed", "failed", "halted", "cancelled", "timed_out", "interrupted"]
+TurnStatus = Literal[
+    "running", "awaiting_input", "completed", "failed", "halted", "cancelled", "timed_out", "interrupted"
+]
+"""`awaiting_input` is never stored: it is a running background turn's live status while it waits for its
+client's answer (`agent_server.runtime.park`); the store says `running` meanwhile."""
 TraceMode = Literal["standard", "extended"]
 
 

@@ -167,3 +167,23 @@ async def test_a_background_turn_through_the_embedded_runtime(tmp_path: Path) ->
     assert record.turn_id == handle.turn_id and stored == record
     assert [e.type for e in seen][0] == "turn" and seen[-1].type == "done"
     assert cancelled.status == "cancelled"
+
+
+async def test_a_background_turn_is_stored_before_start_turn_returns_even_when_it_queues(tmp_path: Path) -> None:
+    """Durably begun: a turn queued behind another of its session is stored `running` at once, and one
+    cancelled before it began is stored `cancelled` (not left `running`, nor missing)."""
+    llm = ScriptedLLM([{"delay_s": 60, "content": "never"}])
+    with anyio.fail_after(10):
+        async with AgentRuntime(_settings(tmp_path), llm=llm) as runtime:
+            first = await runtime.start_turn("Slow one")
+            queued = await runtime.start_turn("Queued one", session_id=first.session_id)
+            stored = await runtime.get_turn(first.session_id, queued.turn_id)
+            cancelled = await runtime.cancel_turn(queued.turn_id)
+            after = await runtime.get_turn(first.session_id, queued.turn_id)
+            await runtime.cancel_turn(first.turn_id)
+            turns, _ = await runtime.list_turns(first.session_id)
+    assert stored.status == "running" and stored.prompt == "Queued one"
+    assert cancelled.status == "cancelled" and cancelled.error is not None
+    assert "before it began" in cancelled.error.message
+    assert after == cancelled
+    assert sorted(t.status for t in turns) == ["cancelled", "cancelled"]

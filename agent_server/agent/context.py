@@ -6,6 +6,7 @@ sink; `server/app.py` decides which implementations stand behind them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent_server.approvals import ApprovalChannel
@@ -44,6 +45,11 @@ class TurnRequest:
     """How this turn asks its user to approve a tool call; None: nobody can be asked (`approvals.headless`)."""
     turn_id: str | None = None
     """The turn's id when the caller chose it already (a background turn is known before it begins)."""
+    begun: bool = False
+    """The turn's `running` record is stored already (a background turn is stored before it queues)."""
+    cancel_reason: Callable[[], str | None] | None = None
+    """Why the turn was cancelled when its caller did not cancel it (the park gave up on the client):
+    asked once the turn is cancelled; None or no answer: "the caller cancelled the turn"."""
 
 
 async def discard_event(_event: object) -> None:

@@ -33,13 +33,14 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
         SessionNotFound: the session does not exist.
     """
     state = TurnState.begin(request)
-    history = await deps.store.begin_turn(state.record)
+    store = deps.store
+    history = await (store.load_history(request.session_id) if request.begun else store.begin_turn(state.record))
     ids = state.ids()
     try:
         await emit(TurnEvent(prompt=request.prompt, **ids))
         await _drive_with_timeout(deps, request, state, emit, history)
     except anyio.get_cancelled_exc_class():
-        state.finish("cancelled", error=ErrorInfo(type=CANCELLED, message="the caller cancelled the turn"))
+        state.finish("cancelled", error=ErrorInfo(type=CANCELLED, message=_cancel_message(request)))
         with anyio.CancelScope(shield=True):
             await _persist(deps, state)
         raise
@@ -55,6 +56,11 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
         await emit(ErrorEvent(error_type=record.error.type, message=record.error.message, **ids))
     await emit(DoneEvent(status=record.status, final_text=record.final_text, usage=record.usage, **ids))
     return record
+
+
+def _cancel_message(request: TurnRequest) -> str:
+    reason = request.cancel_reason() if request.cancel_reason is not None else None
+    return reason or "the caller cancelled the turn"
 
 
 def _log_ending(record: TurnRecord, error: ErrorInfo) -> None:

@@ -26,6 +26,7 @@ without connection identity, which never has a current session. No MCP types her
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
@@ -43,6 +44,7 @@ from agent_server.events import EventIds, EventSink
 from agent_server.llm.unavailable import CONFIGURE
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm
+from agent_server.runtime.park import InputRequest, Park, ParkedApprovals
 from agent_server.settings import Settings
 from agent_server.types import (
     CompactionRecord,
@@ -78,12 +80,17 @@ __all__ = [
     "NEW_SESSION",
     "AgentRuntime",
     "ClientModel",
+    "InputRequest",
+    "Park",
+    "ParkedApprovals",
     "SessionTools",
     "ToolsReport",
     "TurnHandle",
     "TurnOptions",
     "fixed_llm",
 ]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_CONNECTION = "default"
 NEW_SESSION = "new"
@@ -117,8 +124,13 @@ class TurnOptions(TypedDict, total=False):
     model: str | None
     tools: Sequence[str] | None
     approvals: ApprovalChannel | None
-    """A background turn outlives the request that started it, so an MCP caller lends no channel (the
-    headless policy applies); a Python program may pass one that stays reachable."""
+    """A background turn outlives the request that started it, so its channel must stay reachable: a
+    `ParkedApprovals` over the turn's `park` (MCP tasks, 2026-07-28), or a Python program's own; None: the
+    headless policy applies."""
+    client_model: ClientModel | None
+    """The caller's model, reachable through the turn's `park` (2026-07-28), when none is configured."""
+    park: Park | None
+    """Where the turn waits for its client (`new_park`); the turn ends `cancelled` when it gives up."""
 
 
 @dataclass(frozen=True)
@@ -220,7 +232,8 @@ class AgentRuntime:
             self._started_mounts = await stack.enter_async_context(manager)
         stack.push_async_callback(self._close_store)
         # Exits first: background turns are cancelled (and recorded) while the store and mounts are still up.
-        self._background = await stack.enter_async_context(BackgroundTurns(self._stored_turn))
+        background = BackgroundTurns(self._stored_turn, write=self._store_unbegun)
+        self._background = await stack.enter_async_context(background)
         return self
 
     async def __aexit__(
@@ -302,6 +315,8 @@ class AgentRuntime:
         approvals: ApprovalChannel | None = None,
         turn_id: str | None = None,
         session_tools: SessionTools | None = None,
+        park: Park | None = None,
+        begun: bool = False,
     ) -> TurnRecord:
         """Run one agent turn and return its stored record, however it ended.
 
@@ -313,7 +328,9 @@ class AgentRuntime:
         be asked, and calls that need approval follow `approvals.headless` (default: denied).
         `turn_id`: the id the turn gets (default: a new one).
         `session_tools` (from `session_tools()`): the tools and workspace of that session instead of the
-        runtime's own.
+        runtime's own. `park`: the turn's park, whose expiry (not a cancel of the caller's) the record then
+        names as the reason it was cancelled. `begun`: the turn's `running` record (`turn_id`) is stored already
+        (`start_turn` stores it before it returns).
 
         Raises:
             SessionNotFound: `session_id` is unknown.
@@ -346,6 +363,8 @@ class AgentRuntime:
                 notes=tuple(note for manager in mounts for note in _unavailable_notes(manager)),
                 approvals=approvals,
                 turn_id=turn_id,
+                cancel_reason=None if park is None else (lambda: park.expired),
+                begun=begun,
             )
             registry = parts.registry if session_tools is None else session_tools.registry
             deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
@@ -365,14 +384,19 @@ class AgentRuntime:
         The turn runs in the runtime's task group, bounded by its `timeout_s` like any turn; leaving the
         runtime cancels it (recorded `cancelled`). Its events are kept (bounded, see
         `agent_server.runtime.background`) for `TurnHandle.follow`. The session is resolved now, so an
-        unknown `session_id` fails here; a turn queued behind another turn of its session begins later.
-        It needs a configured model: the caller's own model is reachable only while its call is open.
+        unknown `session_id` fails here, and the turn is durably begun: its `running` record is stored
+        before this returns (a process that dies with it leaves it to be marked `interrupted`), also when
+        it queues behind another turn of its session (it begins later; ended before it began, e.g.
+        cancelled, its record says so).
+        It needs a configured model, or the caller's own reachable through the turn's `park`
+        (`client_model`, 2026-07-28): otherwise the caller's model is reachable only while its call is open.
 
         Raises:
             SessionNotFound: `session_id` is unknown.
             InvalidArgument: no model is configured, or too many background turns are running.
         """
-        if self._llm is None:
+        lent = options.get("client_model")
+        if self._llm is None and (lent is None or lent.requester is None or options.get("park") is None):
             raise InvalidArgument(
                 "a background turn needs a configured model (the caller's own model is only reachable "
                 "while its request is open): " + CONFIGURE
@@ -382,6 +406,7 @@ class AgentRuntime:
         session = await self._session_for_turn(parts, session_id, connection, prompt)
         if session_id not in (None, NEW_SESSION):
             await parts.store.get_session(session)
+        background.check_room()
         trace_id = trace_id or new_id("trace")
         record = TurnRecord(
             turn_id=new_id("turn"),
@@ -402,10 +427,17 @@ class AgentRuntime:
                 on_event=on_event,
                 trace_id=trace_id,
                 turn_id=record.turn_id,
+                begun=True,
                 **options,
             )
 
-        return background.start(record, turn)
+        if not await parts.store.finish_turn(record, []):  # stored `running`, with no messages yet
+            raise SessionNotFound(session)
+        return background.start(record, turn, options.get("park"))
+
+    def new_park(self) -> Park:
+        """A park for one background turn (`start_turn(park=...)`), bounded by `park_timeout_s`."""
+        return Park(timeout_s=self.settings.park_timeout_s)
 
     def background_turn(self, turn_id: str) -> TurnHandle | None:
         """The handle of a background turn of this runtime (running, or among the recently finished)."""
@@ -444,6 +476,13 @@ class AgentRuntime:
         if self._background is None:
             raise RuntimeError("the runtime was not entered: use `async with AgentRuntime(...)`")
         return self._background
+
+    async def _store_unbegun(self, record: TurnRecord) -> None:
+        """Store the final record of a background turn that ended before it began (in place of `running`)."""
+        try:
+            await (await self._ready()).store.finish_turn(record, [])
+        except AgentServerError as exc:  # it stays `running`; the next start marks it `interrupted`
+            logger.warning("could not store the record of turn %s: %s", record.turn_id, exc.message)
 
     async def _stored_turn(self, session_id: str, turn_id: str) -> TurnRecord | None:
         try:
@@ -604,7 +643,14 @@ class AgentRuntime:
     async def list_turns(
         self, session_id: str, *, cursor: str | None = None, limit: int = 20
     ) -> tuple[list[TurnRecord], str | None]:
-        return await (await self._ready()).store.list_turns(session_id, cursor=cursor, limit=limit)
+        """One page of the session's turns; a background turn of this runtime's as it is now (its live
+        status, e.g. `awaiting_input`), the others as stored."""
+        turns, next_cursor = await (await self._ready()).store.list_turns(session_id, cursor=cursor, limit=limit)
+        return [self._live(turn) for turn in turns], next_cursor
+
+    def _live(self, stored: TurnRecord) -> TurnRecord:
+        handle = self._background.get(stored.turn_id) if self._background is not None else None
+        return handle.record if handle is not None and not handle.done else stored
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
         return await (await self._ready()).store.get_turn(session_id, turn_id)

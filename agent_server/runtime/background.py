@@ -29,6 +29,7 @@ import anyio.abc
 
 from agent_server.errors import CANCELLED, INTERNAL_ERROR, AgentServerError, InvalidArgument
 from agent_server.events import AgentEvent, EventIds, EventSink, StatusEvent
+from agent_server.runtime.park import Park
 from agent_server.types import ErrorInfo, TurnRecord, TurnStatus, utc_now
 
 logger = logging.getLogger(__name__)
@@ -96,11 +97,12 @@ class EventLog:
 class TurnHandle:
     """One background turn, as its starter and its followers see it."""
 
-    def __init__(self, record: TurnRecord, limits: LogLimits) -> None:
+    def __init__(self, record: TurnRecord, limits: LogLimits, park: Park | None = None) -> None:
         self.turn_id = record.turn_id
         self.session_id = record.session_id
-        self.record = record
-        """The latest record: `running` until the turn ends, then the stored final record."""
+        self._record = record
+        self.park = park
+        """Where the turn waits for its client's input, when its front door lends it one that way."""
         self.log = EventLog(limits)
         self._limits = limits
         self._scope = anyio.CancelScope()
@@ -109,10 +111,35 @@ class TurnHandle:
         self._cursors: OrderedDict[str, int] = OrderedDict()
         self.updated_at = record.started_at
         """When the turn last emitted an event or ended."""
+        if park is not None:
+            park.bind(on_change=self._input_changed, on_expired=lambda _message: self.cancel())
 
     @property
     def done(self) -> bool:
         return self._done.is_set()
+
+    @property
+    def record(self) -> TurnRecord:
+        """The latest record: `running` (`awaiting_input` while its park holds requests) until the turn
+        ends, then the stored final record."""
+        if not self.done and self.awaiting_input:
+            return self._record.model_copy(update={"status": "awaiting_input"})
+        return self._record
+
+    @property
+    def awaiting_input(self) -> bool:
+        return self.park is not None and bool(self.park.pending())
+
+    def _input_changed(self) -> None:
+        self.updated_at = utc_now()
+        self._notify()
+
+    async def wait_for_input(self, timeout_s: float | None = None) -> bool:
+        """Wait until the turn ends or waits for its client's input (`timeout_s` at most); True if it waits."""
+        with anyio.move_on_after(timeout_s if timeout_s is not None else float("inf")):
+            while not self.done and not self.awaiting_input:
+                await self._changed.wait()
+        return not self.done and self.awaiting_input
 
     def ids(self) -> EventIds:
         return {"turn_id": self.turn_id, "session_id": self.session_id, "trace_id": self.record.trace_id}
@@ -124,7 +151,7 @@ class TurnHandle:
         self._notify()
 
     def finish(self, record: TurnRecord) -> None:
-        self.record = record
+        self._record = record
         self.updated_at = record.finished_at or utc_now()
         self._done.set()
         self._notify()
@@ -144,10 +171,17 @@ class TurnHandle:
         return self.record
 
     async def follow(
-        self, sink: EventSink, *, follower: str | None = None, after: int | None = None, timeout_s: float
+        self,
+        sink: EventSink,
+        *,
+        follower: str | None = None,
+        after: int | None = None,
+        timeout_s: float,
+        until_input: bool = False,
     ) -> int:
         """Send `sink` this turn's events after `after` (default: the last one `follower` was sent, or the
-        start), as they come, until the turn ends or `timeout_s` passes. Returns the last event's number
+        start), as they come, until the turn ends or `timeout_s` passes (or, with `until_input`, the turn
+        waits for its client's input: every event before that is sent). Returns the last event's number
         sent; `follower`'s cursor moves with each event, also when the caller is cancelled midway."""
         # A cursor past the last event means "everything so far": later events are never skipped.
         cursor = min(self._cursor(follower) if after is None else after, self.log.last_seq)
@@ -165,7 +199,7 @@ class TurnHandle:
                     cursor = max(cursor, batch.last_seq)
                     self._remember(follower, cursor)
                     continue
-                if self.done:
+                if self.done or (until_input and self.awaiting_input):
                     break
                 await changed.wait()
         return cursor
@@ -189,9 +223,15 @@ class TurnHandle:
         )
         return StatusEvent(phase=DROPPED_PHASE, message=message, **self.ids())
 
-    async def run(self, turn: Callable[[EventSink], Awaitable[TurnRecord]], stored: StoredRecord) -> None:
+    async def run(
+        self,
+        turn: Callable[[EventSink], Awaitable[TurnRecord]],
+        stored: StoredRecord,
+        write: WriteRecord | None = None,
+    ) -> None:
         """Run the turn to its end in this task; never raises but for the runtime's own cancellation."""
         record: TurnRecord | None = None
+        ending = self._ended("cancelled", _NOT_BEGUN)
         try:
             with self._scope:
                 record = await turn(self.append)
@@ -199,25 +239,31 @@ class TurnHandle:
             logger.exception("background turn %s failed", self.turn_id)
             error_type = exc.type if isinstance(exc, AgentServerError) else INTERNAL_ERROR
             message = exc.message if isinstance(exc, AgentServerError) else f"{type(exc).__name__}: {exc}"
-            record = self._ended("failed", ErrorInfo(type=error_type, message=message))
+            ending = self._ended("failed", ErrorInfo(type=error_type, message=message))
         finally:
-            self.finish(record if record is not None else await self._cancelled(stored))
+            self.finish(record or await self._unfinished(stored, write, ending))
 
-    async def _cancelled(self, stored: StoredRecord) -> TurnRecord:
-        """The record of a cancelled turn: the one it stored (shielded) before re-raising, if it began."""
-        record: TurnRecord | None = None
+    async def _unfinished(self, stored: StoredRecord, write: WriteRecord | None, ending: TurnRecord) -> TurnRecord:
+        """The record of a turn that did not return one: the one it stored itself before it raised (it
+        began), else `ending`, stored in place of its `running` record (it never began). Shielded."""
         with anyio.CancelScope(shield=True):
             record = await stored(self.session_id, self.turn_id)
-        return record or self._ended("cancelled", _NOT_BEGUN)
+            if record is not None and record.status != "running":
+                return record
+            if write is not None:
+                await write(ending)
+        return ending
 
     def _ended(self, status: TurnStatus, error: ErrorInfo) -> TurnRecord:
-        return self.record.model_copy(update={"status": status, "error": error, "finished_at": utc_now()})
+        return self._record.model_copy(update={"status": status, "error": error, "finished_at": utc_now()})
 
 
 _NOT_BEGUN = ErrorInfo(type=CANCELLED, message="the turn was cancelled before it began")
 
 StoredRecord = Callable[[str, str], Awaitable[TurnRecord | None]]
 """`(session_id, turn_id)` -> the stored record, or None."""
+WriteRecord = Callable[[TurnRecord], Awaitable[None]]
+"""Store the final record of a turn that ended before it began (never raises)."""
 
 
 class BackgroundTurns:
@@ -227,11 +273,13 @@ class BackgroundTurns:
         self,
         stored: StoredRecord,
         *,
+        write: WriteRecord | None = None,
         limits: LogLimits | None = None,
         max_running: int = MAX_RUNNING,
         keep_finished: int = KEEP_FINISHED,
     ) -> None:
         self._stored = stored
+        self._write = write
         self._limits = limits or LogLimits()
         self._max_running = max_running
         self._keep_finished = keep_finished
@@ -254,27 +302,34 @@ class BackgroundTurns:
     def get(self, turn_id: str) -> TurnHandle | None:
         return self._turns.get(turn_id)
 
-    def start(self, record: TurnRecord, turn: Callable[[EventSink], Awaitable[TurnRecord]]) -> TurnHandle:
-        """Run `turn` in the background; `record` is its `running` record until it ends.
+    def start(
+        self, record: TurnRecord, turn: Callable[[EventSink], Awaitable[TurnRecord]], park: Park | None = None
+    ) -> TurnHandle:
+        """Run `turn` in the background; `record` is its `running` record until it ends; `park` is where it
+        waits for its client (cancelled when the park gives up on the client).
 
         Raises:
             InvalidArgument: `max_running` background turns are running already.
         """
         if self._group is None:
             raise RuntimeError("the runtime was not entered")
+        self.check_room()
+        handle = TurnHandle(record, self._limits, park)
+        self._turns[handle.turn_id] = handle
+        self._group.start_soon(self._run, handle, turn)
+        return handle
+
+    def check_room(self) -> None:
+        """Raise `InvalidArgument` when `max_running` background turns are running already."""
         running = sum(1 for handle in self._turns.values() if not handle.done)
         if running >= self._max_running:
             raise InvalidArgument(
                 f"{running} background turns are running already (the limit): wait for one or cancel it"
             )
-        handle = TurnHandle(record, self._limits)
-        self._turns[handle.turn_id] = handle
-        self._group.start_soon(self._run, handle, turn)
-        return handle
 
     async def _run(self, handle: TurnHandle, turn: Callable[[EventSink], Awaitable[TurnRecord]]) -> None:
         try:
-            await handle.run(turn, self._stored)
+            await handle.run(turn, self._stored, self._write)
         finally:
             self._forget_old()
 

@@ -23,6 +23,8 @@ from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.context import HandlerResult
 from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agent_server.runtime import AgentRuntime
 from agent_server.server.listing import tool_names, wire_tools
@@ -108,6 +110,12 @@ def create_server(
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         if params.name == "run_turn" and hub is not None and declares_tasks(ctx):
             return await hub.start(ctx, params.arguments or {})
+        if params.name == "run_turn" and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            from agent_server.server.rounds import call_run_turn
+
+            rounds = await call_run_turn(ctx, params)
+            if rounds is not None:
+                return rounds
         from agent_server.server.handlers import call_tool
 
         return await call_tool(params.name, ctx, params.arguments or {})
@@ -122,6 +130,10 @@ def create_server(
     # Registered as a plain handler: a `run_turn` as a task answers a `resultType: "task"` result.
     server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
     hub = install_tasks(server)
+    # 2026-07-28 `run_turn` rounds (`rounds.py`): the SDK seals and checks every `requestState` here, under a
+    # key of this process (a state from before a restart is refused), right inside OpenTelemetry.
+    boundary = RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
+    server.middleware.insert(1, boundary)
     return server
 
 

@@ -2,8 +2,9 @@
 
 Used when the client declared the elicitation capability (form, or the bare capability that meant form
 before modes existed) on a connection that can send requests. On 2026-07-28 a server cannot send
-requests (an `InputRequiredResult` channel will plug into the same gate, DESIGN 3.8), and a client
-without the capability cannot be asked: both get no channel, and the headless policy decides.
+requests: there the same forms travel as input requests of the turn's park (`input_requests.py`: an MCP
+task's `input_required`, a `run_turn`'s `InputRequiredResult`), built and read by the functions here. A
+client without the capability cannot be asked: no channel, and the headless policy decides.
 
 The question is a flat form of one field, `decision` (`allow_once`, `allow_session`, `deny`), with a
 message naming the tool and a short, redacted summary of its arguments. `accept` with a decision is
@@ -48,13 +49,49 @@ DECISION_SCHEMA: dict[str, Any] = {
 
 def approval_channel(ctx: ServerRequestContext[Any, Any]) -> ApprovalChannel | None:
     """This request's channel to its user, or None when the client cannot be asked (see the module docstring)."""
-    if not ctx.session.can_send_request:
-        return None
-    caps = ctx.session.client_capabilities
-    elicitation = caps.elicitation if caps is not None else None
-    if elicitation is None or (elicitation.form is None and elicitation.url is not None):
+    if not ctx.session.can_send_request or not declares_form_elicitation(ctx):
         return None
     return ElicitationChannel(ctx)
+
+
+def declares_form_elicitation(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the request's client takes form elicitations (the capability with `form`, or the bare one
+    that meant form before modes existed). On 2026-07-28 the capabilities are the request's own."""
+    caps = ctx.session.client_capabilities
+    elicitation = caps.elicitation if caps is not None else None
+    return elicitation is not None and not (elicitation.form is None and elicitation.url is not None)
+
+
+def approval_form(request: ApprovalRequest) -> types.ElicitRequest:
+    """The approval question as an `elicitation/create` form (every channel over elicitation asks this)."""
+    return _form(request.message, DECISION_SCHEMA)
+
+
+def decision_of(result: types.ElicitResult) -> Decision:
+    """The user's answer to `approval_form`."""
+    if result.action == "decline":
+        return Decision("deny", "declined")
+    if result.action == "cancel":
+        return Decision("cancel")
+    choice = (result.content or {}).get("decision")
+    if choice not in USER_CHOICES:
+        return Decision("deny", f"the answer held no valid decision ({choice!r})")
+    return Decision(cast(Choice, choice))
+
+
+def elicitation_form(request: ElicitationRequest) -> types.ElicitRequest:
+    """A mounted server's form, passed on with its server's name in front of its message."""
+    return _form(f"[{request.server}] {request.message}", request.requested_schema)
+
+
+def answer_of(result: types.ElicitResult) -> ElicitationAnswer:
+    """The user's answer to `elicitation_form`, for the mounted server."""
+    return ElicitationAnswer(result.action, dict(result.content) if result.content is not None else None)
+
+
+def _form(message: str, schema: dict[str, Any]) -> types.ElicitRequest:
+    params = types.ElicitRequestFormParams(message=message, requested_schema=cast(Any, schema))
+    return types.ElicitRequest(params=params)
 
 
 class ElicitationChannel:
@@ -68,25 +105,13 @@ class ElicitationChannel:
         return CHANNEL
 
     async def ask(self, request: ApprovalRequest) -> Decision:
-        result = await self._send(request.message, DECISION_SCHEMA)
-        if result.action == "decline":
-            return Decision("deny", "declined")
-        if result.action == "cancel":
-            return Decision("cancel")
-        choice = (result.content or {}).get("decision")
-        if choice not in USER_CHOICES:
-            return Decision("deny", f"the answer held no valid decision ({choice!r})")
-        return Decision(cast(Choice, choice))
+        return decision_of(await self._send(approval_form(request)))
 
     async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
-        result = await self._send(f"[{request.server}] {request.message}", request.requested_schema)
-        return ElicitationAnswer(result.action, dict(result.content) if result.content is not None else None)
+        return answer_of(await self._send(elicitation_form(request)))
 
-    async def _send(self, message: str, schema: dict[str, Any]) -> types.ElicitResult:
-        params = types.ElicitRequestFormParams(message=message, requested_schema=cast(Any, schema))
+    async def _send(self, request: types.ElicitRequest) -> types.ElicitResult:
         related = None if self._ctx.request_id is None else str(self._ctx.request_id)
         return await self._ctx.session.send_request(
-            types.ElicitRequest(params=params),
-            types.ElicitResult,
-            metadata=ServerMessageMetadata(related_request_id=related),
+            request, types.ElicitResult, metadata=ServerMessageMetadata(related_request_id=related)
         )

@@ -10,23 +10,31 @@ from mcp.server import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 
 from agent_server.errors import ModelError
-from agent_server.runtime import CONFIGURE, ClientModel
+from agent_server.runtime import CONFIGURE, ClientModel, Park
 
 NO_BACK_CHANNEL = (
-    "this connection cannot lend the client's model: protocol 2026-07-28 has no server-to-client requests, "
-    "so sampling/createMessage is unavailable; "
+    "this call cannot lend the client's model: protocol 2026-07-28 has no server-to-client requests, "
+    "and only run_turn reaches the client's model there (through InputRequiredResult rounds); "
 )
 NO_SAMPLING = "the client did not declare the MCP sampling capability, so its model cannot be used; "
 
 
-def client_model(ctx: ServerRequestContext[Any, Any]) -> ClientModel:
-    """What the client of this request can lend: its model through sampling, or why not."""
-    if not ctx.session.can_send_request:
-        return ClientModel(unavailable=NO_BACK_CHANNEL + CONFIGURE)
+def client_model(ctx: ServerRequestContext[Any, Any], park: Park | None = None) -> ClientModel:
+    """What the client of this request can lend: its model through sampling, or why not.
+
+    On a connection without server-to-client requests (2026-07-28) the model is reachable only through
+    `park` (each call an `llm-<n>` input request, `input_requests.ParkedSampling`), when one is given."""
     caps = ctx.session.client_capabilities
     if caps is None or caps.sampling is None:
         return ClientModel(unavailable=NO_SAMPLING + CONFIGURE)
-    return ClientModel(requester=_SessionRequester(ctx), with_tools=caps.sampling.tools is not None)
+    with_tools = caps.sampling.tools is not None
+    if park is not None:
+        from agent_server.server.input_requests import ParkedSampling
+
+        return ClientModel(requester=ParkedSampling(park), with_tools=with_tools)
+    if not ctx.session.can_send_request:
+        return ClientModel(unavailable=NO_BACK_CHANNEL + CONFIGURE)
+    return ClientModel(requester=_SessionRequester(ctx), with_tools=with_tools)
 
 
 class _SessionRequester:

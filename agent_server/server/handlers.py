@@ -141,6 +141,11 @@ def turn_outcome(record: TurnRecord, detail: specs.Detail) -> Outcome:
             f"[turn running] turn {record.turn_id} of session {record.session_id} runs in the background: "
             "follow it with turn_wait or turn_get, stop it with turn_cancel"
         )
+    elif record.status == "awaiting_input":
+        text = (
+            f"[turn awaiting_input] turn {record.turn_id} of session {record.session_id} waits for its client's "
+            "answer (an approval or a call of the client's model); without one it ends cancelled after park_timeout_s"
+        )
     elif record.status != "completed":
         reason = record.error.message if record.error else record.status
         text = f"[turn {record.status}] {reason}" + (f"\n\n{text}" if text else "")

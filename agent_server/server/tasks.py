@@ -3,17 +3,23 @@
 On 2026-07-28 (the extension `io.modelcontextprotocol/tasks`, SEP-2663): the server advertises the
 extension in `server/discover`; a `run_turn` whose request declares it gets `resultType: "task"` (a
 `CreateTaskResult`), never otherwise. `tasks/get` returns the `DetailedTask`: `working` with the latest
-progress line as `statusMessage`, `completed` with exactly the `CallToolResult` the synchronous call would
-have returned (a failed turn included: `isError` is a tool result, not a protocol error), `cancelled`;
-`failed` is left for internal errors. `tasks/update` and `tasks/cancel` always acknowledge (the SEP
+progress line as `statusMessage`, `input_required` with `inputRequests` while the turn waits for its client (an
+approval, a call of the client's model: `input_requests.py`), `completed` with exactly the `CallToolResult`
+the synchronous call would have returned (a failed turn included: `isError` is a tool result, not a
+protocol error), `cancelled`; `failed` is left for internal errors. `tasks/update` delivers its
+`inputResponses` to the waiting turn, which goes on; it and `tasks/cancel` always acknowledge (the SEP
 says so); cancel stops the turn. An unknown task is `-32602` for `tasks/get`.
+
+What a task's turn may wait for comes from the capabilities of the `run_turn` request that created it:
+approvals only when it declared (form) elicitation, else the headless policy decides; the client's model
+(when none is configured) only when it declared sampling. A task left `input_required` longer than
+`park_timeout_s` ends `cancelled`, saying so.
 
 Task ids are random (192 bits) and bound to the connection that created the task (the server process
 on stdio, the MCP session on handshake-era HTTP); a 2026-07-28 HTTP request has no connection identity,
 so there the id alone is the credential. A task of another connection is "unknown". The registry keeps
 at most `MAX_TASKS` tasks, dropping the oldest finished ones first; a task lives as long as the
-process (`ttlMs: null`). No `input_required` yet: a background turn never waits on its caller (it
-needs a configured model; approvals, when they exist, would use it).
+process (`ttlMs: null`).
 
 The handshake-era tasks (2025-11-25, experimental) are in `legacy_tasks.py`, on the same registry.
 """
@@ -43,6 +49,8 @@ MAX_TASKS = 256
 POLL_INTERVAL_MS = 1000
 TASK_ID_BYTES = 24
 UNKNOWN_TASK = "Failed to retrieve task: Task not found"
+CHANNEL = "task"
+"""The approval channel's name in turn records."""
 QUEUED = "queued: the turn begins after an earlier turn of its session (or the mounted servers' start)"
 
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
@@ -67,6 +75,8 @@ class TaskState:
     message: str
     updated_at: str
     result: types.CallToolResult | None = None
+    input_requests: dict[str, Any] | None = None
+    """With `input_required`: the `inputRequests` map (wire JSON)."""
 
 
 class TaskRegistry:
@@ -112,10 +122,12 @@ async def start_task(
     registry: TaskRegistry, ctx: Context, arguments: dict[str, Any]
 ) -> types.CallToolResult | dict[str, Any]:
     """`run_turn` as a task: the task, once registered (so `tasks/get` finds it), or the call's error result."""
+    from agent_server.server.input_requests import lend
+
     runtime = ctx.lifespan_context
     try:
         params = specs.RunTurnParams.model_validate(arguments)
-        handle = await begin_background(runtime, ctx, params)
+        handle = await begin_background(runtime, ctx, params, lend(runtime, ctx, CHANNEL))
     except Exception as exc:
         return error_result("run_turn", exc)
     entry = registry.add(runtime, connection_key(ctx), handle.record, params.detail)
@@ -125,6 +137,12 @@ async def start_task(
 
 async def task_state(runtime: AgentRuntime, entry: TaskEntry) -> TaskState:
     handle = runtime.background_turn(entry.turn_id)
+    if handle is not None and not handle.done and handle.park is not None and handle.awaiting_input:
+        from agent_server.server.input_requests import wire_requests_json
+
+        requests = wire_requests_json(handle.park)
+        waiting = f"waiting for the client's answer to {', '.join(requests)}"
+        return TaskState("input_required", waiting, handle.updated_at, input_requests=requests)
     if handle is not None and not handle.done:
         latest = handle.log.latest()
         message = describe(latest) if latest is not None else QUEUED
@@ -182,6 +200,7 @@ class DetailedTaskResult(_Task):
     result_type: Literal["complete"] = "complete"
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = None
 
 
 async def handle_get(registry: TaskRegistry, ctx: Context, params: TaskIdParams) -> dict[str, Any]:
@@ -194,6 +213,8 @@ async def handle_get(registry: TaskRegistry, ctx: Context, params: TaskIdParams)
         fields["result"] = state.result.model_dump(mode="json", by_alias=True, exclude_none=True)
     if state.status == "failed":
         fields["error"] = {"code": types.INTERNAL_ERROR, "message": state.message}
+    if state.input_requests is not None:
+        fields["input_requests"] = state.input_requests
     return _wire(DetailedTaskResult(**fields))
 
 
@@ -203,7 +224,14 @@ def _wire(task: _Task) -> dict[str, Any]:
 
 
 async def handle_update(registry: TaskRegistry, ctx: Context, params: UpdateTaskParams) -> types.EmptyResult:
-    """Acknowledged always (SEP-2663); no task of ours asks for input yet, so responses are ignored."""
+    """Acknowledged always (SEP-2663): the responses go to the task's waiting turn, those whose keys it
+    waits on (others, and those of an unknown or ended task, are ignored)."""
+    from agent_server.server.input_requests import deliver
+
+    entry = registry.get(params.task_id, connection_key(ctx))
+    handle = None if entry is None else ctx.lifespan_context.background_turn(entry.turn_id)
+    if handle is not None and handle.park is not None and not handle.done:
+        deliver(handle.park, params.input_responses)
     return types.EmptyResult(result_type="complete")
 
 

@@ -11,10 +11,15 @@ when the turn ends or its own `timeout_s` passes, with the `running` record then
 
 from __future__ import annotations
 
-from agent_server.runtime import AgentRuntime, TurnHandle
+from typing import TYPE_CHECKING
+
+from agent_server.runtime import AgentRuntime, TurnHandle, TurnOptions
 from agent_server.server import tool_specs as specs
 from agent_server.server.connections import connection_key
 from agent_server.server.handlers import Context, Outcome, streamer_for, trace_id_from_meta, turn_outcome
+
+if TYPE_CHECKING:
+    from agent_server.server.input_requests import Lent
 
 
 async def start_background(runtime: AgentRuntime, ctx: Context, params: specs.RunTurnParams) -> Outcome:
@@ -22,18 +27,26 @@ async def start_background(runtime: AgentRuntime, ctx: Context, params: specs.Ru
     return turn_outcome(handle.record, params.detail)
 
 
-async def begin_background(runtime: AgentRuntime, ctx: Context, params: specs.RunTurnParams) -> TurnHandle:
-    """Start `params`' turn in the background, with this request's connection and trace id."""
+async def begin_background(
+    runtime: AgentRuntime, ctx: Context, params: specs.RunTurnParams, lent: Lent | None = None
+) -> TurnHandle:
+    """Start `params`' turn in the background, with this request's connection and trace id, and what the
+    request lends it through a park (`lent`: 2026-07-28 tasks and `InputRequiredResult` rounds)."""
+    options: TurnOptions = {
+        "max_tool_passes": params.max_tool_passes,
+        "timeout_s": params.timeout_s,
+        "trace": params.trace,
+        "model": params.model,
+        "tools": params.tools,
+    }
+    if lent is not None:
+        options.update(park=lent.park, approvals=lent.approvals, client_model=lent.client_model)
     return await runtime.start_turn(
         params.prompt,
         session_id=params.session_id,
         connection=connection_key(ctx),
         trace_id=trace_id_from_meta(ctx.meta),
-        max_tool_passes=params.max_tool_passes,
-        timeout_s=params.timeout_s,
-        trace=params.trace,
-        model=params.model,
-        tools=params.tools,
+        **options,
     )
 
 

@@ -19,12 +19,19 @@ cancel scope, a timeout around `call_tool`) sends `tasks/cancel` for the task be
 `on_task(task_id)` is told each task id as it is created (e.g. to cancel it from elsewhere with
 `cancel(client.session, task_id)`). The SDK client applies a call's `read_timeout_seconds` to each poll.
 
+A task whose work waits for its client is `input_required` with `inputRequests` (e.g. an
+`elicitation/create` form asking to approve a tool call). With `on_input(key, request)` (the request as
+JSON; it returns the response as JSON, e.g. `{"action": "accept", "content": {"decision": "allow_once"}}`)
+the helper answers each through `tasks/update`; without it the task is polled on as if working, and the
+server decides when it stops waiting. A server answers only what the `tools/call` declared: pass the
+SDK client an `elicitation_callback` (and `sampling_callback`) so it declares those capabilities.
+
 Needs only the `mcp` package (2.3); it imports nothing from agent-server.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -73,6 +80,18 @@ class GetTaskRequest(types.Request[TaskIdParams, Literal["tasks/get"]]):
     params: TaskIdParams
 
 
+class UpdateTaskParams(TaskIdParams):
+    input_responses: dict[str, Any]
+
+
+class UpdateTaskRequest(types.Request[UpdateTaskParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: UpdateTaskParams
+
+
+InputAnswerer = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
 class CancelTaskRequest(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
     method: Literal["tasks/cancel"] = "tasks/cancel"
     params: TaskIdParams
@@ -81,6 +100,12 @@ class CancelTaskRequest(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
 async def get_task(session: ClientSession, task_id: str, timeout_s: float | None = None) -> DetailedTask:
     request = GetTaskRequest(params=TaskIdParams(task_id=task_id))
     return await session.send_request(request, DetailedTask, request_read_timeout_seconds=timeout_s)
+
+
+async def update(session: ClientSession, task_id: str, responses: dict[str, Any]) -> None:
+    """Answer a task's `inputRequests` (keyed as they came)."""
+    request = UpdateTaskRequest(params=UpdateTaskParams(task_id=task_id, input_responses=responses))
+    await session.send_request(request, types.EmptyResult, request_read_timeout_seconds=CANCEL_TIMEOUT_S)
 
 
 async def cancel(session: ClientSession, task_id: str) -> None:
@@ -94,8 +119,15 @@ class TasksExtension(ClientExtension):
 
     identifier = TASKS_EXTENSION
 
-    def __init__(self, *, on_task: Callable[[str], None] | None = None, min_poll_s: float = DEFAULT_MIN_POLL_S):
+    def __init__(
+        self,
+        *,
+        on_task: Callable[[str], None] | None = None,
+        on_input: InputAnswerer | None = None,
+        min_poll_s: float = DEFAULT_MIN_POLL_S,
+    ):
         self._on_task = on_task
+        self._on_input = on_input
         self._min_poll_s = min_poll_s
 
     def claims(self) -> Sequence[ResultClaim[Any]]:
@@ -124,6 +156,13 @@ class TasksExtension(ClientExtension):
             if detailed.status == "failed":
                 error = detailed.error or {}
                 raise MCPError(int(error.get("code", types.INTERNAL_ERROR)), str(error.get("message", "task failed")))
-            if detailed.status == "input_required":
-                raise MCPError(types.INTERNAL_ERROR, "the task asks for input, which this helper does not provide")
+            if detailed.status == "input_required" and self._on_input is not None and detailed.input_requests:
+                await self._answer(ctx.session, created.task_id, detailed.input_requests)
+                task = created  # poll again soon: the task goes on once it has the answers
+                continue
             task = detailed
+
+    async def _answer(self, session: ClientSession, task_id: str, requests: dict[str, Any]) -> None:
+        assert self._on_input is not None
+        responses = {key: await self._on_input(key, request) for key, request in requests.items()}
+        await update(session, task_id, responses)

@@ -151,18 +151,39 @@ async def test_a_turn_that_times_out_while_asking_records_the_ask_cancelled(tmp_
     assert _approvals(record) == [("elicitation", "cancelled")]
 
 
-@pytest.mark.parametrize(("mode", "with_callback"), [("legacy", False), ("auto", False), ("auto", True)])
+@pytest.mark.parametrize("mode", MODES)
 async def test_a_client_that_cannot_be_asked_is_denied_at_once_by_the_headless_default(
-    tmp_path: Path, mode: str, with_callback: bool
+    tmp_path: Path, mode: str
 ) -> None:
-    """No elicitation capability, or 2026-07-28 (no server-to-client requests even with it): no channel."""
-    user = User({"": ALLOW_ONCE}) if with_callback else None
+    """No elicitation capability (in either era): no channel."""
+    user = None
     script = [touching("a.txt"), {"expect_contains": "no approval channel", "content": "cannot"}]
     async with _connect(tmp_path, script, mode, user, timeout_s=3600) as h:
         record = await _turn(h)
     assert not (tmp_path / "out" / "a.txt").exists()
     assert _approvals(record) == [("none", "no_channel")]
-    assert user is None or user.asked == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "created", "decision"),
+    [(ALLOW_ONCE, True, "allow_once"), ({"action": "accept", "content": {"decision": "deny"}}, False, "deny")],
+)
+async def test_on_2026_07_28_the_user_is_asked_through_an_input_required_round(
+    tmp_path: Path, answer: dict[str, Any], created: bool, decision: str
+) -> None:
+    """The SDK client answers the `InputRequiredResult`'s `approve-<call_id>` with its elicitation callback
+    and retries; the parked turn goes on with the decision."""
+    user = User({"work__touch": answer})
+    expected = "created a.txt" if created else "the user denied work__touch"
+    script = [touching("a.txt"), {"expect_contains": expected, "content": "done"}]
+    async with _connect(tmp_path, script, "auto", user) as h:
+        record = await _turn(h)
+        assert h.client.protocol_version == "2026-07-28"
+    assert (tmp_path / "out" / "a.txt").exists() is created
+    assert _approvals(record) == [("input_required", decision)]
+    (asked,) = user.asked
+    assert "work__touch" in asked.message
+    assert asked.requested_schema["properties"]["decision"]["enum"] == ["allow_once", "allow_session", "deny"]
 
 
 async def test_allow_session_is_asked_once_and_survives_a_restart(tmp_path: Path) -> None:
@@ -192,9 +213,10 @@ async def test_an_unanswered_ask_does_not_hold_the_other_call_of_the_round(tmp_p
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_mounted_servers_elicitation_reaches_the_user_or_is_declined(tmp_path: Path, mode: str) -> None:
-    """Forwarded through the turn's channel (legacy); declined without one (2026-07-28)."""
+    """Forwarded through the turn's channel: `elicitation/create` (legacy), an `elicit-<n>` input request of
+    an `InputRequiredResult` round (2026-07-28)."""
     user = User({"Proceed with the deployment?": {"action": "accept", "content": {"ok": True}}})
-    expected = "answer: accept ok=True" if mode == "legacy" else "decline"
+    expected = "answer: accept ok=True"
     script = [
         {"tool_calls": [{"name": "work__confirm", "arguments": {}}]},
         {"expect_contains": expected, "content": "done"},
@@ -202,9 +224,6 @@ async def test_a_mounted_servers_elicitation_reaches_the_user_or_is_declined(tmp
     async with _connect(tmp_path, script, mode, user, tools={"work__confirm": "allow"}) as h:
         record = await _turn(h)
     assert record["approvals"] == []  # the policy allows the call itself
-    if mode == "legacy":
-        (asked,) = user.asked
-        assert asked.message == "[work] Proceed with the deployment?"
-        assert asked.requested_schema["properties"]["ok"]["type"] == "boolean"
-    else:
-        assert user.asked == []
+    (asked,) = user.asked
+    assert asked.message == "[work] Proceed with the deployment?"
+    assert asked.requested_schema["properties"]["ok"]["type"] == "boolean"

@@ -70,17 +70,6 @@ async def test_client_model_without_the_tools_capability_samples_without_tools(t
     assert model.requests[0].tools is None
 
 
-async def test_sampling_is_refused_clearly_on_2026_07_28(tmp_path: Path) -> None:
-    server = create_server(make_settings(tmp_path, llm="sampling"))
-    with anyio.fail_after(10):
-        async with Client(server, sampling_callback=FakeClientModel(), sampling_capabilities=TOOLS_CAP) as client:
-            result = await client.call_tool("run_turn", {"prompt": "hi"})
-            assert client.protocol_version == "2026-07-28"
-    assert result.is_error is True
-    message = result.structured_content["error"]["message"]
-    assert "2026-07-28" in message and "--llm openai:MODEL" in message
-
-
 async def test_sampling_without_the_capability_is_refused_clearly(tmp_path: Path) -> None:
     server = create_server(make_settings(tmp_path))
     with anyio.fail_after(10):
