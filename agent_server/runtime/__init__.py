@@ -42,7 +42,7 @@ from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFou
 from agent_server.events import EventIds, EventSink
 from agent_server.llm.unavailable import CONFIGURE
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
-from agent_server.runtime.choice import fixed_llm
+from agent_server.runtime.choice import fixed_llm, store_opener
 from agent_server.settings import Settings
 from agent_server.types import (
     CompactionRecord,
@@ -182,6 +182,7 @@ class AgentRuntime:
         env = os.environ if environ is None else environ
         self.settings = settings
         self._llm = llm if llm is not None else fixed_llm(settings, env)
+        self._open_store = store_opener(settings)
         self._mount_configs = list(settings.mcp_servers.values())  # checked when the settings loaded
         self._in_process = dict(in_process_mounts or {})
         self._environ = env
@@ -266,11 +267,10 @@ class AgentRuntime:
     async def _open(self) -> _Parts:
         from agent_server.agent.current_sessions import CurrentSessions
         from agent_server.agent.locks import SessionLocks
-        from agent_server.store.sqlite import SqliteStore
         from agent_server.tools.registry import ToolRegistry
 
         settings = self.settings
-        store = await SqliteStore.open(settings.state_path)
+        store = await self._open_store()
         mounts = self._started_mounts
         workspace = _workspace_tools(settings, settings.workspace, self._environ)
         toolsets = [workspace] if mounts is None else [workspace, mounts]

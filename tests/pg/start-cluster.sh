@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Start a throwaway PostgreSQL cluster for the tests: socket only (no TCP), in a temp dir, run as an
+# unprivileged user (`postgres` when this runs as root), trust auth. Prints the URL to export as
+# AGENT_SERVER_TEST_PG. Stop it with: pg_ctl -D DIR/data stop (DIR is the URL's host).
+# Needs Debian's `postgresql` package (or initdb/pg_ctl on PATH).
+set -euo pipefail
+bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+export PATH="${bindir:+$bindir:}$PATH"
+command -v initdb >/dev/null || { echo "initdb not found: apt-get install -y postgresql" >&2; exit 1; }
+dir=$(mktemp -d "${TMPDIR:-/tmp}/agent-server-pg.XXXXXX")
+chmod 755 "$dir"
+as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+[ "$(id -u)" = 0 ] && chown postgres "$dir"
+as_owner initdb -D "$dir/data" -A trust -U agent --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 \
+  || { cat "$dir/initdb.log" >&2; exit 1; }
+as_owner pg_ctl -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+  -o "-k $dir -c listen_addresses='' -c fsync=off -c max_connections=200" start >/dev/null \
+  || { cat "$dir/server.log" >&2; exit 1; }
+pg_isready -h "$dir" -t 60 >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+createdb -h "$dir" -U agent agent_server
+echo "postgresql://agent@/agent_server?host=$dir"
