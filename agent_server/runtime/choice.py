@@ -65,9 +65,13 @@ def store_opener(settings: Settings) -> Callable[[], Awaitable[SessionStore]]:
     """
     url = settings.store_url
     if url is None:
-        from agent_server.store.sqlite import SqliteStore
 
-        return lambda: SqliteStore.open(settings.state_path)
+        async def open_sqlite() -> SessionStore:
+            from agent_server.store.sqlite import SqliteStore  # by the first call: start-up stays light
+
+            return await SqliteStore.open(settings.state_path)
+
+        return open_sqlite
     try:
         from agent_server.store.postgres import PostgresStore
     except ImportError as exc:  # psycopg, psycopg_pool, or psycopg's libpq wrapper
