@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Start a throwaway PostgreSQL cluster for the tests: socket only (no TCP), in a temp dir, run as an
 # unprivileged user (`postgres` when this runs as root), trust auth. Prints the URL to export as
-# AGENT_SERVER_TEST_PG. Stop it with: pg_ctl -D DIR/data stop (DIR is the URL's host).
+# AGENT_SERVER_TEST_PG. `start-cluster.sh stop URL` stops it and removes its directory.
 # Needs Debian's `postgresql` package (or initdb/pg_ctl on PATH).
 set -euo pipefail
 bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
 export PATH="${bindir:+$bindir:}$PATH"
 command -v initdb >/dev/null || { echo "initdb not found: apt-get install -y postgresql" >&2; exit 1; }
+as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+if [ "${1:-}" = stop ]; then
+  dir=${2#*host=}
+  case "$dir" in */agent-server-pg.*) ;; *) echo "not a URL this script printed: $2" >&2; exit 2 ;; esac
+  as_owner pg_ctl -D "$dir/data" -m fast -w -t 30 stop >/dev/null || true
+  rm -rf "$dir"
+  exit 0
+fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/agent-server-pg.XXXXXX")
 chmod 755 "$dir"
-as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 [ "$(id -u)" = 0 ] && chown postgres "$dir"
 as_owner initdb -D "$dir/data" -A trust -U agent --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 \
   || { cat "$dir/initdb.log" >&2; exit 1; }
