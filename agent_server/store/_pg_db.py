@@ -48,6 +48,7 @@ CREATE TABLE messages (
     archived BOOLEAN NOT NULL DEFAULT false,
     PRIMARY KEY (session_id, seq)
 );
+CREATE INDEX messages_live ON messages (session_id, seq) WHERE NOT archived;
 CREATE TABLE turns (
     ordinal BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     session_id TEXT NOT NULL,
