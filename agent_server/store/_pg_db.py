@@ -34,7 +34,7 @@ _SCHEMA_V1 = """
 CREATE TABLE sessions (
     ordinal BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     session_id TEXT NOT NULL UNIQUE,
-    title TEXT NOT NULL,
+    title TEXT NOT NULL, -- a JSON string (see `text`)
     metadata TEXT NOT NULL,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
@@ -145,11 +145,16 @@ SESSION_COLUMNS = (
 )
 
 
+def text(value: str) -> str:
+    """A client's free text as stored: a JSON string, since PostgreSQL text cannot hold NUL characters."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def session_info(row: tuple[Any, ...]) -> SessionInfo:
     _, session_id, title, metadata, created_at, updated_at, turn_count = row
     return SessionInfo(
         session_id=session_id,
-        title=title,
+        title=json.loads(title),
         metadata=json.loads(metadata),
         created_at=created_at,
         updated_at=updated_at,

@@ -76,7 +76,8 @@ class PostgresStore:
         self._turns = turns
         self.owner_key = key
         self.instance_id = f"own_pg_{key:016x}"
-        self._ended: dict[str, anyio.Event] = {}
+        self._ended: dict[str, set[anyio.Event]] = {}
+        """turn id -> the events of the `wait_ended` calls waiting for it."""
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:
@@ -138,7 +139,7 @@ class PostgresStore:
             await conn.execute(
                 "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at)"
                 " VALUES (%s, %s, %s, %s, %s)",
-                (session_id, title, meta, now, now),
+                (session_id, db.text(title), meta, now, now),
             )
             return await db.get_session(conn, session_id)
 
@@ -262,16 +263,17 @@ class PostgresStore:
         return await self._run(run)
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
-        async def run(conn: Conn) -> TurnRecord:
-            await db.require_session(conn, session_id)
-            ordinal, status = await db.turn_row(conn, session_id, turn_id)
-            if status == "running":
-                await db.interrupt_dead_owners(conn, self.owner_key, session_id)
-            row = await db.one(conn, "SELECT record FROM turns WHERE ordinal = %s", (ordinal,))
-            assert row is not None
-            return TurnRecord.model_validate(json.loads(row[0]))
+        return await self._run(lambda conn: self._turn(conn, session_id, turn_id))
 
-        return await self._run(run)
+    async def _turn(self, conn: Conn, session_id: str, turn_id: str) -> TurnRecord:
+        """The turn's record; a running one whose owner is gone is marked `interrupted` first."""
+        await db.require_session(conn, session_id)
+        ordinal, status = await db.turn_row(conn, session_id, turn_id)
+        if status == "running":
+            await db.interrupt_dead_owners(conn, self.owner_key, session_id)
+        row = await db.one(conn, "SELECT record FROM turns WHERE ordinal = %s", (ordinal,))
+        assert row is not None
+        return TurnRecord.model_validate(json.loads(row[0]))
 
     async def list_turns(
         self, session_id: str, *, cursor: str | None, limit: int
@@ -301,7 +303,7 @@ class PostgresStore:
 
         async def run(conn: Conn) -> TurnRecord | None:
             row = await db.one(conn, "SELECT session_id FROM turns WHERE turn_id = %s LIMIT 1", (turn_id,))
-            return None if row is None else await self.get_turn(row[0], turn_id)
+            return None if row is None else await self._turn(conn, row[0], turn_id)
 
         return await self._run(run)
 
@@ -344,16 +346,23 @@ class PostgresStore:
 
         Woken by the `finish_turn` NOTIFY while `serve_notifications` runs; without it, this waits out
         `timeout_s`."""
-        ended = self._ended.setdefault(turn_id, anyio.Event())
+        woken = anyio.Event()
         try:
             with anyio.move_on_after(timeout_s):
-                while (record := await self.get_turn(session_id, turn_id)).status == "running":
-                    await ended.wait()
-                    ended = self._ended[turn_id] = anyio.Event()
-                return record
+                while True:
+                    self._ended.setdefault(turn_id, set()).add(woken)  # before reading: no NOTIFY is missed
+                    record = await self.get_turn(session_id, turn_id)
+                    if record.status != "running":
+                        return record
+                    await woken.wait()
+                    self._ended[turn_id].discard(woken)
+                    woken = anyio.Event()
             return await self.get_turn(session_id, turn_id)
         finally:
-            self._ended.pop(turn_id, None)
+            waiters = self._ended.get(turn_id, set())
+            waiters.discard(woken)
+            if not waiters:
+                self._ended.pop(turn_id, None)
 
     async def serve_notifications(self, on_cancel: Callable[[str], None]) -> None:
         """Until cancelled: pass every cancel request (a turn id) to `on_cancel`, wake `wait_ended` waiters.
@@ -366,8 +375,9 @@ class PostgresStore:
             async for notify in owner.notifies():
                 if notify.channel == db.CANCEL_CHANNEL:
                     on_cancel(notify.payload)
-                elif (event := self._ended.get(notify.payload)) is not None:
-                    event.set()
+                else:
+                    for woken in self._ended.get(notify.payload, ()):
+                        woken.set()
         except psycopg.Error as exc:
             logger.error("lost the PostgreSQL owner connection (%s): turns here look dead to other replicas", exc)
 
@@ -524,7 +534,7 @@ async def _fork(conn: Conn, source: str, target: str, at_turn: str | None, title
     await conn.execute(
         "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at, summary)"
         " VALUES (%s, %s, %s, %s, %s, %s)",
-        (target, common.fork_title(old.title, title), json.dumps(old.metadata), now, now, summary),
+        (target, db.text(common.fork_title(old.title, title)), json.dumps(old.metadata), now, now, summary),
     )
     await conn.execute(
         "INSERT INTO messages (session_id, seq, turn_id, message, archived)"
