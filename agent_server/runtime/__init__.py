@@ -447,6 +447,19 @@ class AgentRuntime:
             return found
         return await self.get_turn(session_id, turn_id)
 
+    async def wait_stored_turn(self, turn_id: str, session_id: str | None, *, timeout_s: float) -> TurnRecord:
+        """A turn this runtime does not follow (see `find_turn`): its record; with a store several processes
+        share, once it has ended where it runs, or the `running` record after `timeout_s`.
+
+        Raises:
+            TurnNotFound, SessionNotFound: as `find_turn`.
+        """
+        record = await self.find_turn(turn_id, session_id)
+        shared = (await self._ready()).shared
+        if record.status != "running" or shared is None:
+            return record
+        return await shared.wait_ended(record.session_id, turn_id, timeout_s)
+
     async def cancel_turn(self, turn_id: str, *, timeout_s: float = CANCEL_WAIT_S) -> TurnRecord:
         """Cancel a running background turn and return its record once it is stored (`cancelled`).
 

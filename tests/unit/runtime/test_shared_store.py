@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio import wait_all_tasks_blocked
 
 from agent_server import AgentRuntime, Settings
 from agent_server.events import AgentEvent
@@ -106,3 +107,25 @@ async def test_a_turn_waits_for_the_sessions_turn_on_the_other_replica(tmp_path:
             ("second", "timed_out"),
             ("second", "completed"),
         ]
+
+
+async def test_waiting_on_the_other_replica_returns_once_the_turn_ended(tmp_path: Path, url: str) -> None:
+    async with replica(tmp_path, url, "a", SLOW) as a, replica(tmp_path, url, "b") as b:
+        session = await a.create_session(title="s")
+        handle = await a.start_turn("slow", session_id=session.session_id)
+        started = Started()
+        waited: list[TurnRecord] = []
+
+        async def wait_on_b() -> None:
+            waited.append(await b.wait_stored_turn(handle.turn_id, None, timeout_s=30))
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(lambda: handle.follow(started, timeout_s=600))
+                await started.begun.wait()
+                assert (await b.wait_stored_turn(handle.turn_id, None, timeout_s=0.01)).status == "running"
+                group.start_soon(wait_on_b)
+                await wait_all_tasks_blocked()
+                assert not waited  # B waits for the turn that runs on A
+                handle.cancel()
+        assert [r.status for r in waited] == ["cancelled"]
