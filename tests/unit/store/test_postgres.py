@@ -170,3 +170,12 @@ async def test_wait_ended_wakes_when_another_replica_stores_the_turn(store: Post
         assert await store.locate_turn("turn_unknown") is None
     finally:
         await other.close()
+
+
+async def test_a_closed_store_raises_store_error_and_closing_twice_is_fine(url: str) -> None:
+    closed = await PostgresStore.open(url)
+    session = await closed.create_session(title="s", metadata={})
+    await closed.close()
+    await closed.close()
+    with pytest.raises(StoreError, match="closed"):
+        await closed.get_session(session.session_id)
