@@ -62,6 +62,8 @@ QUERY_CONNECTIONS = 8
 TURN_CONNECTIONS = 32
 """One per turn running on this replica (the background-turn limit is 32 too); more turns wait for one."""
 CONNECT_TIMEOUT_S = 10
+RECONNECT_MAX_S = 30.0
+"""The longest pause between attempts to connect the lost owner connection again."""
 
 
 class PostgresStore:
@@ -70,7 +72,7 @@ class PostgresStore:
     def __init__(
         self, url: str, owner: Conn, queries: AsyncConnectionPool[Conn], turns: AsyncConnectionPool[Conn], key: int
     ) -> None:
-        self._where = redact_url(url)
+        self._url = url
         self._owner: Conn | None = owner
         self._queries = queries
         self._turns = turns
@@ -91,12 +93,7 @@ class PostgresStore:
         owner: Conn | None = None
         pools: list[AsyncConnectionPool[Conn]] = []
         try:
-            owner = await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
-            assert owner is not None
-            await db.migrate(owner)
-            await owner.execute("SELECT pg_advisory_lock(%s)", (key,))
-            await owner.execute(f"LISTEN {db.CANCEL_CHANNEL}")
-            await owner.execute(f"LISTEN {db.ENDED_CHANNEL}")
+            owner = await _connect_owner(url, key, migrate=True)
             async with owner.transaction():
                 await db.interrupt_dead_owners(owner, key)
             for size, reset in ((QUERY_CONNECTIONS, None), (TURN_CONNECTIONS, _unlock_all)):
@@ -365,21 +362,48 @@ class PostgresStore:
                 self._ended.pop(turn_id, None)
 
     async def serve_notifications(self, on_cancel: Callable[[str], None]) -> None:
-        """Until cancelled: pass every cancel request (a turn id) to `on_cancel`, wake `wait_ended` waiters.
+        """Until cancelled (or closed): pass every cancel request (a turn id) to `on_cancel`, wake `wait_ended`.
 
-        A lost owner connection is logged (this replica's turns then look dead to the others) and ends this."""
-        owner = self._owner
-        if owner is None:
-            return
-        try:
-            async for notify in owner.notifies():
-                if notify.channel == db.CANCEL_CHANNEL:
-                    on_cancel(notify.payload)
-                else:
-                    for woken in self._ended.get(notify.payload, ()):
-                        woken.set()
-        except psycopg.Error as exc:
-            logger.error("lost the PostgreSQL owner connection (%s): turns here look dead to other replicas", exc)
+        A lost owner connection (the database restarted, the network failed) is connected again, with this
+        instance's liveness lock and LISTENs, retrying with backoff; until then the other replicas see this
+        one's running turns as dead (and mark them `interrupted`; a turn that ends here still stores its
+        final record)."""
+        while (owner := self._owner) is not None:
+            try:
+                async for notify in owner.notifies():
+                    if notify.channel == db.CANCEL_CHANNEL:
+                        on_cancel(notify.payload)
+                    else:
+                        self._wake(notify.payload)
+            except psycopg.Error as exc:
+                logger.error("lost the PostgreSQL owner connection (%s): connecting again", _reason(exc, self._url))
+                await self._reconnect_owner(owner)
+
+    def _wake(self, turn_id: str | None = None) -> None:
+        """Wake the `wait_ended` calls waiting for `turn_id` (None: all of them, to read their turn again)."""
+        for waiting, events in self._ended.items():
+            if turn_id is None or waiting == turn_id:
+                for woken in events:
+                    woken.set()
+
+    async def _reconnect_owner(self, lost: Conn) -> None:
+        delay = 0.0
+        while self._owner is lost:
+            await anyio.sleep(delay)  # backoff between failed attempts; the first one at once
+            try:
+                fresh = await _connect_owner(self._url, self.owner_key, migrate=False)
+            except psycopg.Error as exc:
+                delay = min(RECONNECT_MAX_S, max(2 * delay, 0.5))
+                logger.warning("cannot reach PostgreSQL (%s): trying again in %.1f s", _reason(exc, self._url), delay)
+                continue
+            if self._owner is not lost:  # closed meanwhile
+                await fresh.close()
+                return
+            self._owner = fresh
+            with anyio.CancelScope(shield=True):
+                await lost.close()
+            logger.info("connected the owner connection again")
+            self._wake()  # a turn may have ended while no NOTIFY could arrive
 
     # --- compactions, approvals and forks -------------------------------------------------
 
@@ -457,6 +481,21 @@ class PostgresStore:
         if owner is not None:
             with anyio.CancelScope(shield=True):
                 await _discard(owner, [self._queries, self._turns])
+
+
+async def _connect_owner(url: str, key: int, *, migrate: bool) -> Conn:
+    """The owner connection: (the schema migrated,) this instance's liveness lock held, LISTENing."""
+    owner = await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+    try:
+        if migrate:
+            await db.migrate(owner)
+        await owner.execute("SELECT pg_advisory_lock(%s)", (key,))
+        for channel in (db.CANCEL_CHANNEL, db.ENDED_CHANNEL):
+            await owner.execute(f"LISTEN {channel}")
+    except BaseException:
+        await owner.close()
+        raise
+    return owner
 
 
 async def _unlock_all(conn: Conn) -> None:

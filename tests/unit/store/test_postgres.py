@@ -179,3 +179,28 @@ async def test_a_closed_store_raises_store_error_and_closing_twice_is_fine(url: 
     await closed.close()
     with pytest.raises(StoreError, match="closed"):
         await closed.get_session(session.session_id)
+
+
+async def test_a_lost_owner_connection_is_connected_again_with_its_liveness_lock(
+    store: PostgresStore, url: str
+) -> None:
+    other = await PostgresStore.open(url)
+    heard = anyio.Event()
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(other.serve_notifications, lambda _: heard.set())
+                await _kill_owner(store, other)  # as when the database restarts
+                # A NOTIFY sent before it LISTENs again is not delivered: send until one arrives.
+                while not heard.is_set():
+                    await store.request_cancel("turn_x")
+                    with anyio.move_on_after(0.1):
+                        await heard.wait()
+                group.cancel_scope.cancel()
+        session = await store.create_session(title="s", metadata={})
+        record = running(session.session_id)
+        await other.begin_turn(record)
+        # Its liveness lock is held again: its running turn is not taken for a dead replica's.
+        assert (await store.get_turn(session.session_id, record.turn_id)).status == "running"
+    finally:
+        await other.close()
