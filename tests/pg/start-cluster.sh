@@ -15,7 +15,7 @@ if [ "${1:-}" = stop ]; then
   rm -rf "$dir"
   exit 0
 fi
-dir=$(mktemp -d "${TMPDIR:-/tmp}/agent-server-pg.XXXXXX")
+dir=$(mktemp -d /tmp/agent-server-pg.XXXXXX)  # /tmp: short enough for a socket path, open to the postgres user
 chmod 755 "$dir"
 [ "$(id -u)" = 0 ] && chown postgres "$dir"
 as_owner initdb -D "$dir/data" -A trust -U agent --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 \
