@@ -365,7 +365,7 @@ class AgentRuntime:
                     return await run_turn(deps, request, on_event or DISCARD)
             finally:
                 del self._running[turn_id]
-            # Only a cancel request from another process (`_cancel_here`) gets here: the turn stored its
+            # Only a cancel request through the shared store (`_cancel_here`) gets here: the turn stored its
             # `cancelled` record (shielded) before it stopped.
             return await parts.store.get_turn(session, turn_id)
 
