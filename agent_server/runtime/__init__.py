@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from agent_server.mounts.config import MountConfig
     from agent_server.mounts.toolset import MountManager
     from agent_server.mounts.transport import InProcessServer
-    from agent_server.store.base import SessionStore, SharedStore
+    from agent_server.store.base import SessionStore, SharedStore, SharedTask
     from agent_server.tools.base import Toolset
     from agent_server.tools.registry import ToolRegistry
 
@@ -478,6 +478,17 @@ class AgentRuntime:
             raise InvalidArgument(f"turn {turn_id!r} is not running: it ended {handle.record.status}")
         handle.cancel()
         return await handle.wait(timeout_s)
+
+    async def share_task(self, task: SharedTask) -> None:
+        """With a store several processes share, make the task known to all of them; else nothing."""
+        if self.settings.store_url is not None and (shared := (await self._ready()).shared) is not None:
+            await shared.share_task(task)
+
+    async def shared_task(self, task_id: str) -> SharedTask | None:
+        """A task another process sharing the store created (see `share_task`), or None."""
+        if self.settings.store_url is None or (shared := (await self._ready()).shared) is None:
+            return None
+        return await shared.shared_task(task_id)
 
     async def _cancel_elsewhere(self, turn_id: str, timeout_s: float) -> TurnRecord:
         # Answered from memory when no other process can run the turn (the store is not even opened).

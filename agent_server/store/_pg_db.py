@@ -77,7 +77,18 @@ CREATE TABLE approvals (
     PRIMARY KEY (session_id, tool)
 );
 """
-_MIGRATIONS = [_SCHEMA_V1]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
+_V1_TO_V2 = """
+CREATE TABLE tasks (
+    task_id TEXT PRIMARY KEY,
+    turn_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX tasks_by_session ON tasks (session_id);
+"""
+"""Version 2 shares MCP tasks without a connection (2026-07-28 over HTTP) between replicas: `SharedTask`."""
+_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from agent_server.types import CompactionRecord, Message, SessionHistory, SessionInfo, StoredMessage, TurnRecord
@@ -90,6 +91,17 @@ class SessionStore(Protocol):
     async def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class SharedTask:
+    """An MCP task that any process sharing the store may be asked about: the turn it runs."""
+
+    task_id: str
+    turn_id: str
+    session_id: str
+    detail: str
+    created_at: str
+
+
 @runtime_checkable
 class SharedStore(Protocol):
     """What a store that several server processes share adds (`PostgresStore`); the runtime uses it when
@@ -114,4 +126,12 @@ class SharedStore(Protocol):
 
     async def serve_notifications(self, on_cancel: Callable[[str], None]) -> None:
         """Until cancelled: call `on_cancel(turn_id)` for each cancel request any process makes."""
+        ...
+
+    async def share_task(self, task: SharedTask) -> None:
+        """Keep the task for every process (until its session is deleted)."""
+        ...
+
+    async def shared_task(self, task_id: str) -> SharedTask | None:
+        """The task with this id, whichever process created it, or None."""
         ...

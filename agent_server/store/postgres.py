@@ -43,6 +43,7 @@ from agent_server.redaction import redact_url
 from agent_server.store import _common as common
 from agent_server.store import _pg_db as db
 from agent_server.store._pg_db import Conn
+from agent_server.store.base import SharedTask
 from agent_server.types import (
     CompactionRecord,
     Message,
@@ -166,7 +167,7 @@ class PostgresStore:
     async def delete_session(self, session_id: str) -> None:
         async def run(conn: Conn) -> None:
             await db.require_session(conn, session_id, lock=True)
-            for table in ("messages", "turns", "compactions", "approvals", "sessions"):
+            for table in ("messages", "turns", "compactions", "approvals", "tasks", "sessions"):
                 await conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
 
         await self._run(run)
@@ -404,6 +405,23 @@ class PostgresStore:
                 await lost.close()
             logger.info("connected the owner connection again")
             self._wake()  # a turn may have ended while no NOTIFY could arrive
+
+    async def share_task(self, task: SharedTask) -> None:
+        async def run(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO tasks (task_id, turn_id, session_id, detail, created_at) VALUES (%s, %s, %s, %s, %s)",
+                (task.task_id, task.turn_id, task.session_id, task.detail, task.created_at),
+            )
+
+        await self._run(run)
+
+    async def shared_task(self, task_id: str) -> SharedTask | None:
+        async def run(conn: Conn) -> SharedTask | None:
+            sql = "SELECT task_id, turn_id, session_id, detail, created_at FROM tasks WHERE task_id = %s"
+            row = await db.one(conn, sql, (task_id,))
+            return None if row is None else SharedTask(*row)
+
+        return await self._run(run)
 
     # --- compactions, approvals and forks -------------------------------------------------
 

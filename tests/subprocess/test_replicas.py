@@ -5,10 +5,14 @@ sees it. The database comes from AGENT_SERVER_TEST_PG (see tests/pg)."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import anyio
@@ -17,7 +21,7 @@ import pytest
 from mcp import Client
 
 from tests.pg import fresh_schema
-from tests.subprocess.helpers import ServerDirs, server_env, structured, wait_listening
+from tests.subprocess.helpers import REPO, ServerDirs, server_env, structured, wait_listening
 
 pytestmark = pytest.mark.anyio
 
@@ -138,3 +142,49 @@ async def test_a_replica_killed_mid_turn_leaves_the_turn_interrupted_as_the_othe
                     await a_process.wait()
                 record = await wait_for_turn(b, session, turn_id, "interrupted")
     assert record["error"]["type"] == "interrupted"
+
+
+@cache
+def mcp_tasks() -> ModuleType:
+    """The reference client helper for MCP tasks on 2026-07-28 (`clients/python/mcp_tasks.py`)."""
+    spec = importlib.util.spec_from_file_location("mcp_tasks", REPO / "clients" / "python" / "mcp_tasks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # pydantic resolves the models' annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_a_task_created_on_one_replica_is_found_and_cancelled_through_the_other(
+    tmp_path: Path, free_tcp_port_factory: Any, store_url: str
+) -> None:
+    """2026-07-28 over HTTP: a request has no connection, so the task id alone finds the task, on any replica."""
+    created = anyio.Event()
+    task_ids: list[str] = []
+
+    def on_task(task_id: str) -> None:
+        task_ids.append(task_id)
+        created.set()
+
+    results: list[Any] = []
+    async with (
+        replica(tmp_path, "a", free_tcp_port_factory(), store_url, [SLOW]) as (a_url, _),
+        replica(tmp_path, "b", free_tcp_port_factory(), store_url, []) as (b_url, _),
+    ):
+        with anyio.fail_after(60):
+            tasks = mcp_tasks()
+            async with Client(a_url, extensions=[tasks.TasksExtension(on_task=on_task)]) as a, Client(b_url) as b:
+                async with anyio.create_task_group() as group:
+
+                    async def call() -> None:
+                        results.append(await a.call_tool("run_turn", {"prompt": "slow", "session_id": "new"}))
+
+                    group.start_soon(call)
+                    await created.wait()
+                    working = await tasks.get_task(b.session, task_ids[0])
+                    await tasks.cancel(b.session, task_ids[0])
+                after = await tasks.get_task(b.session, task_ids[0])
+    assert working.status == "working"
+    assert after.status == "cancelled"
+    (result,) = results
+    assert result.is_error is True

@@ -10,6 +10,7 @@ import pytest
 
 from agent_server.errors import StoreError
 from agent_server.store import _pg_db
+from agent_server.store.base import SharedTask
 from agent_server.store.postgres import PostgresStore
 from tests.pg import fresh_schema
 from tests.unit.store.helpers import completed, exchange, running
@@ -34,7 +35,8 @@ async def store(url: str, anyio_backend: str) -> AsyncIterator[PostgresStore]:
 
 async def _sql(store: PostgresStore, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
     async with store._queries.connection() as conn:  # pyright: ignore[reportPrivateUsage]
-        return await (await conn.execute(sql.encode(), params)).fetchall()
+        cursor = await conn.execute(sql.encode(), params)
+        return await cursor.fetchall() if cursor.description else []
 
 
 async def _kill_owner(witness: PostgresStore, dead: PostgresStore) -> None:
@@ -61,7 +63,7 @@ async def test_the_schema_version_is_recorded_and_reopening_keeps_the_data(store
 
 
 async def test_a_newer_schema_is_refused(store: PostgresStore, url: str) -> None:
-    await _sql(store, "UPDATE schema_version SET version = %s RETURNING version", (_pg_db.SCHEMA_VERSION + 1,))
+    await _sql(store, "UPDATE schema_version SET version = %s", (_pg_db.SCHEMA_VERSION + 1,))
     with pytest.raises(StoreError, match="newer than this agent-server"):
         await PostgresStore.open(url)
 
@@ -204,3 +206,21 @@ async def test_a_lost_owner_connection_is_connected_again_with_its_liveness_lock
         assert (await store.get_turn(session.session_id, record.turn_id)).status == "running"
     finally:
         await other.close()
+
+
+async def test_a_version_1_database_gains_shared_tasks_and_keeps_its_sessions(store: PostgresStore, url: str) -> None:
+    session = await store.create_session(title="kept", metadata={})
+    await _sql(store, "DROP TABLE tasks")  # the schema as version 1 left it
+    await _sql(store, "UPDATE schema_version SET version = 1")
+    migrated = await PostgresStore.open(url)
+    try:
+        assert await _sql(migrated, "SELECT version FROM schema_version") == [(2,)]
+        assert (await migrated.get_session(session.session_id)).title == "kept"
+        task = SharedTask("task_1", "turn_1", session.session_id, "summary", "2026-01-01T00:00:00.000+00:00")
+        await migrated.share_task(task)
+        assert await store.shared_task("task_1") == task  # seen from the other replica
+        assert await store.shared_task("task_unknown") is None
+        await store.delete_session(session.session_id)
+        assert await migrated.shared_task("task_1") is None  # goes with its session
+    finally:
+        await migrated.close()
