@@ -33,6 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--workspace", type=Path, help="workspace root for the agent's tools (default: cwd)")
     parser.add_argument("--state-dir", type=Path, help="where sessions are stored (default: WORKSPACE/.agent_server)")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="sessions in PostgreSQL (postgresql://user:password@host/db), shared by replicas; default: "
+        "SQLite in the state dir (or $AGENT_SERVER_STORE)",
+    )
     parser.add_argument("--config", type=Path, help="config file (JSON or TOML)")
     parser.add_argument("--llm", help="model provider: openai:MODEL, sampling or script:PATH")
     parser.add_argument("--mcp-config", type=Path, help="MCP servers to mount (Claude Desktop/Cursor/VS Code JSON)")
@@ -76,6 +82,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         overrides={
             "workspace": args.workspace,
             "state_dir": args.state_dir,
+            "store_url": args.store,
             "llm": args.llm,
             "log_level": args.log_level,
             "mcp_config": args.mcp_config,

@@ -1,10 +1,11 @@
 """Settings: everything the server is configured with, validated once at construction.
 
 Sources, lowest precedence first: defaults, the config file (`--config`, JSON or TOML, keys as
-below), command-line flags; `load_settings` merges them. Of the environment, settings read only
-what mounted servers' entries reference (`${VAR}`, from `load_settings(environ=...)` or the process
-environment); the model's variables (`OPENAI_API_KEY`, never a setting; `OPENAI_BASE_URL` over
-`openai.base_url`; `AGENT_SERVER_MODEL`) are read by `agent_server.runtime`.
+below), `AGENT_SERVER_STORE` (the `store_url`), command-line flags; `load_settings` merges them. Of
+the environment, settings read only that and what mounted servers' entries reference (`${VAR}`), from
+`load_settings(environ=...)` or the process environment; the model's variables (`OPENAI_API_KEY`,
+never a setting; `OPENAI_BASE_URL` over `openai.base_url`; `AGENT_SERVER_MODEL`) are read by
+`agent_server.runtime`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from agent_server.errors import ConfigError
 from agent_server.mounts.config import MountConfig, load_mcp_config_file, parse_mcp_servers
+from agent_server.redaction import redact_url
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+STORE_ENV = "AGENT_SERVER_STORE"
 
 
 class Price(BaseModel):
@@ -162,6 +165,10 @@ class Settings(BaseModel):
     """Root the built-in tools are confined to, and where `.agent_server/prompts/` is read."""
     state_dir: Path | None = None
     """Where `state.db` lives; `<workspace>/.agent_server` when not set."""
+    store_url: str | None = Field(default=None, repr=False)
+    """A PostgreSQL URL (`postgresql://user:password@host/db`): sessions live there, shared by every
+    replica that names it (needs `pip install 'agent-server[postgres]'`); None or `sqlite`: SQLite in
+    `state_dir`. `load_settings` takes `AGENT_SERVER_STORE` over the config file's value, and `--store` over both."""
     llm: ModelChoice | None = None
     """The model: `script:PATH`, `openai:MODEL` or `sampling` (or the object form, e.g.
     `{"kind": "openai", "model": "gpt-4.1-mini"}`); None: see `agent_server.runtime.fixed_llm`."""
@@ -223,6 +230,17 @@ class Settings(BaseModel):
             raise ValueError(f"MCP server {twice[0]!r} is configured twice (config file and --mcp-config)")
         object.__setattr__(self, "mcp_servers", {**self.mcp_servers, **{c.name: c for c in configs}})
         return self
+
+    @field_validator("store_url")
+    @classmethod
+    def _check_store_url(cls, value: str | None) -> str | None:
+        if value is None or value == "sqlite":
+            return None
+        if not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError(
+                f"unknown store {redact_url(value)!r}: expected sqlite or a URL postgresql://user:password@host/db"
+            )
+        return value
 
     @field_validator("llm", mode="before")
     @classmethod
@@ -286,12 +304,14 @@ def load_settings(
     Raises:
         ConfigError: a value is invalid; the message names the field.
     """
+    environ = os.environ if environ is None else environ
     values: dict[str, Any] = read_config_file(config_file) if config_file else {}
     if config_file:
         _resolve_relative_to(values, config_file.parent)
+    _merge(values, {"store_url": environ.get(STORE_ENV) or None})  # over the file, under the flags
     _merge(values, overrides or {})
     try:
-        return Settings.model_validate(values, context={"environ": os.environ if environ is None else environ})
+        return Settings.model_validate(values, context={"environ": environ})
     except ValidationError as exc:
         problems = "; ".join(_problem(e["loc"], e["msg"]) for e in exc.errors())
         raise ConfigError(f"invalid settings: {problems}") from exc

@@ -271,3 +271,22 @@ def test_pyspy_summary_groups_samples(tmp_path: Path) -> None:
             "4 100.0% of run_turn  handle_run_turn (agent_server/server/handlers.py)",
         ],
     )
+
+
+def test_the_postgresql_benches_tiny_sizes() -> None:
+    """`persistence.py --store` and `store_turn.py` on the test database (skipped without one, see tests/pg)."""
+    from tests.pg import server_url
+
+    url = server_url()
+    outs = run_together(
+        {
+            "persistence.py --store": [*TINY["persistence.py"][0], "--store", url, "--json"],
+            "store_turn.py": ["--store", url, "--rounds", "2", "--warmup", "0"],
+        }
+    )
+    r: dict[str, Any] = json.loads(outs["persistence.py --store"])
+    assert "PostgresStore" in r["measure"]
+    assert r["turns_in_measured_session_after"] == {"big": 60, "small": 10}
+    assert_labels(
+        outs["store_turn.py"], ["per turn on PostgreSQL", "per turn on SQLite", "ratio (PostgreSQL / SQLite):"]
+    )

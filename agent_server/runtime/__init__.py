@@ -43,7 +43,7 @@ from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFou
 from agent_server.events import EventIds, EventSink
 from agent_server.llm.unavailable import CONFIGURE
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
-from agent_server.runtime.choice import fixed_llm
+from agent_server.runtime.choice import fixed_llm, store_opener
 from agent_server.runtime.park import InputRequest, Park, ParkedApprovals
 from agent_server.settings import Settings
 from agent_server.types import (
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from agent_server.mounts.config import MountConfig
     from agent_server.mounts.toolset import MountManager
     from agent_server.mounts.transport import InProcessServer
-    from agent_server.store.base import SessionStore
+    from agent_server.store.base import SessionStore, SharedStore, SharedTask
     from agent_server.tools.base import Toolset
     from agent_server.tools.registry import ToolRegistry
 
@@ -167,6 +167,8 @@ class _Parts:
     """None when no servers are configured (the mount machinery is then never imported)."""
     locks: SessionLocks
     current: CurrentSessions
+    shared: SharedStore | None
+    """The store as several server processes share it (PostgreSQL), or None (SQLite, memory)."""
 
 
 class AgentRuntime:
@@ -194,6 +196,7 @@ class AgentRuntime:
         env = os.environ if environ is None else environ
         self.settings = settings
         self._llm = llm if llm is not None else fixed_llm(settings, env)
+        self._open_store = store_opener(settings)
         self._mount_configs = list(settings.mcp_servers.values())  # checked when the settings loaded
         self._in_process = dict(in_process_mounts or {})
         self._environ = env
@@ -203,6 +206,8 @@ class AgentRuntime:
         self._opening = anyio.Lock()
         self._background: BackgroundTurns | None = None
         self._entries = 0
+        self._running: dict[str, anyio.CancelScope] = {}
+        """turn id -> the scope a cancel request from another process cancels (see `_cancel_here`)."""
 
     @property
     def has_model(self) -> bool:
@@ -279,11 +284,14 @@ class AgentRuntime:
     async def _open(self) -> _Parts:
         from agent_server.agent.current_sessions import CurrentSessions
         from agent_server.agent.locks import SessionLocks
-        from agent_server.store.sqlite import SqliteStore
+        from agent_server.store.base import SharedStore
         from agent_server.tools.registry import ToolRegistry
 
         settings = self.settings
-        store = await SqliteStore.open(settings.state_path)
+        store = await self._open_store()
+        shared = store if isinstance(store, SharedStore) else None
+        if shared is not None and self._background is not None:
+            self._background.start_service(lambda: shared.serve_notifications(self._cancel_here))
         mounts = self._started_mounts
         workspace = _workspace_tools(settings, settings.workspace, self._environ)
         toolsets = [workspace] if mounts is None else [workspace, mounts]
@@ -293,6 +301,7 @@ class AgentRuntime:
             mounts=mounts,
             locks=SessionLocks(),
             current=CurrentSessions(),
+            shared=shared,
         )
 
     # --- turns ----------------------------------------------------------------------------
@@ -350,7 +359,8 @@ class AgentRuntime:
             for manager in mounts:
                 await manager.wait_started()
         wait("an earlier turn of this session to finish")
-        async with parts.locks.hold(session, deadline=deadline):
+        async with _hold_session(parts, session, deadline):
+            turn_id = turn_id or new_id("turn")
             request = TurnRequest(
                 prompt=prompt,
                 session_id=session,
@@ -368,7 +378,15 @@ class AgentRuntime:
             )
             registry = parts.registry if session_tools is None else session_tools.registry
             deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
-            return await run_turn(deps, request, on_event or DISCARD)
+            scope = self._running[turn_id] = anyio.CancelScope()
+            try:
+                with scope:
+                    return await run_turn(deps, request, on_event or DISCARD)
+            finally:
+                del self._running[turn_id]
+            # Only a cancel request through the shared store (`_cancel_here`) gets here: the turn stored its
+            # `cancelled` record (shielded) before it stopped.
+            return await parts.store.get_turn(session, turn_id)
 
     async def start_turn(
         self,
@@ -454,23 +472,74 @@ class AgentRuntime:
         if handle is not None:
             return handle.record
         if session_id is None:
-            raise TurnNotFound("(not given)", turn_id)
+            parts = await self._ready()
+            found = None if parts.shared is None else await parts.shared.locate_turn(turn_id)
+            if found is None:
+                raise TurnNotFound("(not given)", turn_id)
+            return found
         return await self.get_turn(session_id, turn_id)
+
+    async def wait_stored_turn(self, turn_id: str, session_id: str | None, *, timeout_s: float) -> TurnRecord:
+        """A turn this runtime does not follow (see `find_turn`): its record; with a store several processes
+        share, once it has ended where it runs, or the `running` record after `timeout_s`.
+
+        Raises:
+            TurnNotFound, SessionNotFound: as `find_turn`.
+        """
+        record = await self.find_turn(turn_id, session_id)
+        shared = (await self._ready()).shared
+        if record.status != "running" or shared is None:
+            return record
+        return await shared.wait_ended(record.session_id, turn_id, timeout_s)
 
     async def cancel_turn(self, turn_id: str, *, timeout_s: float = CANCEL_WAIT_S) -> TurnRecord:
         """Cancel a running background turn and return its record once it is stored (`cancelled`).
 
+        With a store several processes share (PostgreSQL), a turn this runtime does not run is cancelled
+        wherever it runs (a background turn or a `run_turn` call in another replica), and its record is
+        returned once that process stored it, or the `running` one after `timeout_s`.
+
         Raises:
-            TurnNotFound: no background turn of this runtime has that id.
+            TurnNotFound: no background turn of this runtime has that id (nor, shared, any stored turn).
             InvalidArgument: the turn has ended already.
         """
         handle = self.background_turn(turn_id)
         if handle is None:
-            raise TurnNotFound("(a background turn of this process)", turn_id)
+            return await self._cancel_elsewhere(turn_id, timeout_s)
         if handle.done:
             raise InvalidArgument(f"turn {turn_id!r} is not running: it ended {handle.record.status}")
         handle.cancel()
         return await handle.wait(timeout_s)
+
+    async def share_task(self, task: SharedTask) -> None:
+        """With a store several processes share, make the task known to all of them; else nothing."""
+        if self.settings.store_url is not None and (shared := (await self._ready()).shared) is not None:
+            await shared.share_task(task)
+
+    async def shared_task(self, task_id: str) -> SharedTask | None:
+        """A task another process sharing the store created (see `share_task`), or None."""
+        if self.settings.store_url is None or (shared := (await self._ready()).shared) is None:
+            return None
+        return await shared.shared_task(task_id)
+
+    async def _cancel_elsewhere(self, turn_id: str, timeout_s: float) -> TurnRecord:
+        # Answered from memory when no other process can run the turn (the store is not even opened).
+        parts = None if self.settings.store_url is None else await self._ready()
+        if parts is None or parts.shared is None:
+            raise TurnNotFound("(a background turn of this process)", turn_id)
+        record = await parts.shared.locate_turn(turn_id)
+        if record is None:
+            raise TurnNotFound("(any session)", turn_id)
+        if record.status != "running":
+            raise InvalidArgument(f"turn {turn_id!r} is not running: it ended {record.status}")
+        await parts.shared.request_cancel(turn_id)
+        return await parts.shared.wait_ended(record.session_id, turn_id, timeout_s)
+
+    def _cancel_here(self, turn_id: str) -> None:
+        """A cancel request from a process sharing the store: cancel the turn if it runs here."""
+        scope = self._running.get(turn_id)
+        if scope is not None:
+            scope.cancel()
 
     def _entered_background(self) -> BackgroundTurns:
         if self._background is None:
@@ -517,7 +586,7 @@ class AgentRuntime:
             "trace_id": trace_id or new_id("trace"),
         }
         (on_wait or _ignore)("a turn of this session to finish")
-        async with parts.locks.hold(session_id):
+        async with _hold_session(parts, session_id):
             return await compact_session(
                 self._deps(parts, client_model),
                 session_id,
@@ -715,6 +784,17 @@ TURN_MODULES = (
     "agent_server.tools.registry",
 )
 """What the first turn imports (with what they import): loaded ahead by `prepare`."""
+
+
+@asynccontextmanager
+async def _hold_session(parts: _Parts, session_id: str, deadline: float = math.inf) -> AsyncGenerator[bool]:
+    """The session's lock in this process and, with a shared store, across processes (see `SessionLocks`)."""
+    async with parts.locks.hold(session_id, deadline=deadline) as held:
+        if not held or parts.shared is None:
+            yield held
+            return
+        async with parts.shared.hold_turn(session_id, deadline=deadline) as held_everywhere:
+            yield held_everywhere
 
 
 def _import_turn_code() -> None:

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -301,6 +302,12 @@ class BackgroundTurns:
 
     def get(self, turn_id: str) -> TurnHandle | None:
         return self._turns.get(turn_id)
+
+    def start_service(self, service: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run `service` in the task group until the runtime shuts down (e.g. the store's notifications)."""
+        if self._group is None:
+            raise RuntimeError("the runtime was not entered")
+        self._group.start_soon(service)
 
     def start(
         self, record: TurnRecord, turn: Callable[[EventSink], Awaitable[TurnRecord]], park: Park | None = None

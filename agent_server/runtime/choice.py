@@ -1,15 +1,19 @@
-"""The model the settings (or the environment) name: `fixed_llm`."""
+"""What the settings (or the environment) name: the model (`fixed_llm`) and the session store (`store_opener`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from agent_server.errors import ConfigError
+from agent_server.redaction import redact_url
 from agent_server.settings import OpenAIModel, SamplingModel, ScriptModel, Settings
 
 if TYPE_CHECKING:
     from agent_server.llm.base import LLMClient
+    from agent_server.store.base import SessionStore
+
+POSTGRES_EXTRA = "pip install 'agent-server[postgres]'"
 
 
 def fixed_llm(settings: Settings, environ: Mapping[str, str]) -> LLMClient | None:
@@ -50,3 +54,30 @@ def _openai(settings: Settings, model: str | None, environ: Mapping[str, str]) -
     if environ.get("OPENAI_BASE_URL"):
         options = options.model_copy(update={"base_url": environ["OPENAI_BASE_URL"]})
     return OpenAIChatLLM(options, api_key=environ.get("OPENAI_API_KEY") or None, model=model)
+
+
+def store_opener(settings: Settings) -> Callable[[], Awaitable[SessionStore]]:
+    """How to open the session store the settings name: SQLite in the state dir (the default), or the
+    PostgreSQL database of `store_url`. Checked now, opened later (by the first call that needs it).
+
+    Raises:
+        ConfigError: `store_url` names PostgreSQL and psycopg (the `postgres` extra) is not installed.
+    """
+    url = settings.store_url
+    if url is None:
+
+        async def open_sqlite() -> SessionStore:
+            from agent_server.store.sqlite import SqliteStore  # by the first call: start-up stays light
+
+            return await SqliteStore.open(settings.state_path)
+
+        return open_sqlite
+    try:
+        from agent_server.store.postgres import PostgresStore
+    except ImportError as exc:  # psycopg, psycopg_pool, or psycopg's libpq wrapper
+        if not (exc.name or "psycopg").startswith("psycopg"):
+            raise
+        raise ConfigError(
+            f"the store {redact_url(url)} needs the PostgreSQL driver, which is not installed ({exc}): {POSTGRES_EXTRA}"
+        ) from exc
+    return lambda: PostgresStore.open(url)

@@ -17,7 +17,9 @@ approvals only when it declared (form) elicitation, else the headless policy dec
 
 Task ids are random (192 bits) and bound to the connection that created the task (the server process
 on stdio, the MCP session on handshake-era HTTP); a 2026-07-28 HTTP request has no connection identity,
-so there the id alone is the credential. A task of another connection is "unknown". The registry keeps
+so there the id alone is the credential. A task of another connection is "unknown". Such a task without a
+connection is also kept in a store that several replicas share (PostgreSQL), so that `tasks/get` and
+`tasks/cancel` sent to another replica find it (its turn's stored record then tells its state). The registry keeps
 at most `MAX_TASKS` tasks, dropping the oldest finished ones first; a task lives as long as the
 process (`ttlMs: null`).
 
@@ -26,6 +28,8 @@ The handshake-era tasks (2025-11-25, experimental) are in `legacy_tasks.py`, on 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -43,7 +47,10 @@ from agent_server.server.handlers import Context, error_result, outcome_result, 
 from agent_server.server.streaming import describe
 from agent_server.server.task_wire import TaskIdParams, UpdateTaskParams
 from agent_server.server.turn_handlers import begin_background
+from agent_server.store.base import SharedTask
 from agent_server.types import TurnRecord, utc_now
+
+logger = logging.getLogger(__name__)
 
 MAX_TASKS = 256
 POLL_INTERVAL_MS = 1000
@@ -103,6 +110,23 @@ class TaskRegistry:
         entry = self._tasks.get(task_id)
         return entry if entry is not None and entry.owner == owner else None
 
+    async def find(self, runtime: AgentRuntime, task_id: str, owner: str | None) -> TaskEntry | None:
+        """`get`, or for a request without a connection, a task another replica created (`share`)."""
+        entry = self.get(task_id, owner)
+        if entry is not None or owner is not None:
+            return entry
+        shared = await runtime.shared_task(task_id)
+        if shared is None:
+            return None
+        detail: specs.Detail = "full" if shared.detail == "full" else "summary"
+        return TaskEntry(shared.task_id, None, shared.turn_id, shared.session_id, detail, shared.created_at)
+
+    async def share(self, runtime: AgentRuntime, entry: TaskEntry) -> None:
+        """A task without a connection may be asked about on any replica: keep it in a shared store."""
+        if entry.owner is None:
+            task = SharedTask(entry.task_id, entry.turn_id, entry.session_id, entry.detail, entry.created_at)
+            await runtime.share_task(task)
+
     def owned_by(self, owner: str | None) -> list[TaskEntry]:
         """This connection's tasks, newest first."""
         return [entry for entry in reversed(self._tasks.values()) if entry.owner == owner]
@@ -131,6 +155,10 @@ async def start_task(
     except Exception as exc:
         return error_result("run_turn", exc)
     entry = registry.add(runtime, connection_key(ctx), handle.record, params.detail)
+    try:
+        await registry.share(runtime, entry)
+    except AgentServerError as exc:  # the task still works here; other replicas will not know it
+        logger.warning("task %s is not shared with other replicas: %s", entry.task_id, exc.message)
     state = await task_state(runtime, entry)
     return _wire(CreateTaskResult(**_task_fields(entry, state)))
 
@@ -204,7 +232,7 @@ class DetailedTaskResult(_Task):
 
 
 async def handle_get(registry: TaskRegistry, ctx: Context, params: TaskIdParams) -> dict[str, Any]:
-    entry = registry.get(params.task_id, connection_key(ctx))
+    entry = await registry.find(ctx.lifespan_context, params.task_id, connection_key(ctx))
     if entry is None:
         raise MCPError(types.INVALID_PARAMS, UNKNOWN_TASK)
     state = await task_state(ctx.lifespan_context, entry)
@@ -243,10 +271,14 @@ async def handle_cancel(registry: TaskRegistry, ctx: Context, params: TaskIdPara
 
 async def cancel_task(registry: TaskRegistry, ctx: Context, task_id: str) -> TaskEntry | None:
     """Cancel the task's turn if it runs; the entry, or None when the task is unknown to this connection."""
-    entry = registry.get(task_id, connection_key(ctx))
+    runtime = ctx.lifespan_context
+    entry = await registry.find(runtime, task_id, connection_key(ctx))
     if entry is None:
         return None
-    handle = ctx.lifespan_context.background_turn(entry.turn_id)
+    handle = runtime.background_turn(entry.turn_id)
     if handle is not None and not handle.done:
-        await ctx.lifespan_context.cancel_turn(entry.turn_id)
+        await runtime.cancel_turn(entry.turn_id)
+    elif handle is None and entry.owner is None:  # another replica's task: its turn, if still running there
+        with contextlib.suppress(AgentServerError):
+            await runtime.cancel_turn(entry.turn_id)
     return entry

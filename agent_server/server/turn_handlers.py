@@ -58,8 +58,8 @@ async def handle_turn_get(runtime: AgentRuntime, ctx: Context, params: specs.Tur
 
 async def handle_turn_wait(runtime: AgentRuntime, ctx: Context, params: specs.TurnWaitParams) -> Outcome:
     handle = runtime.background_turn(params.turn_id)
-    if handle is None:  # not followed here: its stored record is all there is
-        record = await runtime.find_turn(params.turn_id, params.session_id)
+    if handle is None:  # not followed here: its stored record (waited for, if another replica runs it)
+        record = await runtime.wait_stored_turn(params.turn_id, params.session_id, timeout_s=params.timeout_s)
         return _waited(turn_outcome(record, params.detail), last_event=0)
     streamer = streamer_for(runtime, ctx)
     async with streamer.heartbeat():

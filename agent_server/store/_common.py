@@ -1,11 +1,14 @@
-"""Pieces both session stores share: opaque paging cursors, fork titles, interrupted records."""
+"""Pieces the session stores share: opaque paging cursors, fork titles, interrupted records, stored JSON."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 
-from agent_server.errors import INTERRUPTED, InvalidArgument
+from pydantic import BaseModel
+
+from agent_server.errors import INTERRUPTED, InvalidArgument, StoreError
 from agent_server.types import ErrorInfo, TurnRecord, utc_now
 
 INTERRUPTED_MESSAGE = "the server process running this turn exited before it finished"
@@ -52,3 +55,11 @@ def interrupted(record: TurnRecord) -> TurnRecord:
             "error": ErrorInfo(type=INTERRUPTED, message=INTERRUPTED_MESSAGE),
         }
     )
+
+
+def dump(model: BaseModel) -> str:
+    """The model as stored JSON; StoreError when it cannot be serialised (e.g. nested too deep)."""
+    try:
+        return json.dumps(model.model_dump(mode="json", by_alias=True), ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise StoreError(f"session store: cannot serialise the {type(model).__name__}: {exc}") from exc

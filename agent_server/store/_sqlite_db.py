@@ -10,10 +10,9 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
+from agent_server.store._common import dump
 from agent_server.store._owners import dead_owner, known_owners
 from agent_server.types import Message, SessionInfo, StoredMessage, TurnRecord, utc_now
 
@@ -78,14 +77,6 @@ _MIGRATIONS = [
     _V2_TO_V3,
 ]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
 SCHEMA_VERSION = len(_MIGRATIONS)
-
-
-def dump(model: BaseModel) -> str:
-    """The model as stored JSON; StoreError when it cannot be serialised (e.g. nested too deep)."""
-    try:
-        return json.dumps(model.model_dump(mode="json", by_alias=True), ensure_ascii=False)
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise StoreError(f"session store: cannot serialise the {type(model).__name__}: {exc}") from exc
 
 
 @contextlib.contextmanager

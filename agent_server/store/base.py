@@ -30,7 +30,11 @@ Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` chec
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import math
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from agent_server.types import CompactionRecord, Message, SessionHistory, SessionInfo, StoredMessage, TurnRecord
 
@@ -85,3 +89,49 @@ class SessionStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SharedTask:
+    """An MCP task that any process sharing the store may be asked about: the turn it runs."""
+
+    task_id: str
+    turn_id: str
+    session_id: str
+    detail: str
+    created_at: str
+
+
+@runtime_checkable
+class SharedStore(Protocol):
+    """What a store that several server processes share adds (`PostgresStore`); the runtime uses it when
+    its store has it. Turn ids are unique across sessions, so a turn can be found by its id alone."""
+
+    def hold_turn(self, session_id: str, *, deadline: float = math.inf) -> AbstractAsyncContextManager[bool]:
+        """Hold the session's turn lock, shared by every process, for the block; yields False (not holding
+        it) when `deadline` (anyio's clock) passed while waiting."""
+        ...
+
+    async def locate_turn(self, turn_id: str) -> TurnRecord | None:
+        """The stored record of the turn with this id, in whichever session, or None."""
+        ...
+
+    async def request_cancel(self, turn_id: str) -> None:
+        """Ask every process sharing the store to cancel the turn if it runs it (see `serve_notifications`)."""
+        ...
+
+    async def wait_ended(self, session_id: str, turn_id: str, timeout_s: float) -> TurnRecord:
+        """The turn's record once it is no longer `running`, or its running record after `timeout_s`."""
+        ...
+
+    async def serve_notifications(self, on_cancel: Callable[[str], None]) -> None:
+        """Until cancelled: call `on_cancel(turn_id)` for each cancel request any process makes."""
+        ...
+
+    async def share_task(self, task: SharedTask) -> None:
+        """Keep the task for every process (until its session is deleted)."""
+        ...
+
+    async def shared_task(self, task_id: str) -> SharedTask | None:
+        """The task with this id, whichever process created it, or None."""
+        ...

@@ -99,6 +99,18 @@ def strictly_increasing(values: Sequence[float]) -> bool:
     return all(b > a for a, b in zip(values, values[1:], strict=False))
 
 
+async def wait_listening(host: str, port: int) -> None:
+    """Until a server process accepts connections on `port` (poll: it is another process); bounded by the caller."""
+    while True:
+        try:
+            stream = await anyio.connect_tcp(host, port)
+        except OSError:
+            await anyio.sleep(0.05)
+            continue
+        await stream.aclose()
+        return
+
+
 async def structured(client: Client, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
     """Call a tool that must succeed; its `structuredContent`."""
     result = await client.call_tool(tool, arguments or {})

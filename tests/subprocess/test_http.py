@@ -12,7 +12,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from tests.subprocess.helpers import MODES, ServerDirs, server_env
+from tests.subprocess.helpers import MODES, ServerDirs, server_env, wait_listening
 
 pytestmark = pytest.mark.anyio
 
@@ -31,25 +31,13 @@ async def http_server(
     url = f"http://{host}:{port}/mcp"
     try:
         with anyio.fail_after(20):
-            await _wait_listening(host, port)
+            await wait_listening(host, port)
         yield url
     finally:
         process.terminate()
         with anyio.fail_after(10):
             await process.wait()
         await process.aclose()
-
-
-async def _wait_listening(host: str, port: int) -> None:
-    # The server is another process: poll its port until it accepts connections.
-    while True:
-        try:
-            stream = await anyio.connect_tcp(host, port)
-        except OSError:
-            await anyio.sleep(0.05)
-            continue
-        await stream.aclose()
-        return
 
 
 @pytest.mark.parametrize("mode", MODES)

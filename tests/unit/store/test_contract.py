@@ -34,6 +34,14 @@ async def test_create_and_get_session(store: SessionStore) -> None:
     assert await store.get_session(info.session_id) == info
 
 
+async def test_titles_keep_every_character(store: SessionStore) -> None:
+    """A title is the client's text (or the start of a prompt): NUL and quotes included, as given."""
+    title = 'a\x00b "quoted" \\ é'
+    info = await store.create_session(title=title, metadata={})
+    assert (await store.get_session(info.session_id)).title == title
+    assert (await store.fork_session(info.session_id, at_turn=None, title=None)).title == f"{title} (fork)"
+
+
 async def test_list_sessions_newest_first_with_paging(store: SessionStore) -> None:
     ids = [(await store.create_session(title=f"s{i}", metadata={})).session_id for i in range(5)]
     seen: list[str] = []

@@ -1,0 +1,234 @@
+"""PostgresStore's database plumbing: schema and migrations, advisory-lock keys, owner liveness, queries.
+
+Every statement here runs on a psycopg 3 async connection inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, LiteralString
+
+from psycopg import AsyncConnection
+
+from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
+from agent_server.store import _common as common
+from agent_server.types import Message, SessionInfo, StoredMessage, TurnRecord, utc_now
+
+logger = logging.getLogger(__name__)
+
+Conn = AsyncConnection[tuple[Any, ...]]
+
+LOCK_SPACE = 0x41530001
+"""The first key of every per-session turn lock, `pg_advisory_lock(LOCK_SPACE, hashtext(session_id))`.
+
+Owners' liveness locks use the one-bigint form, which PostgreSQL keeps apart from the two-int form."""
+MIGRATION_LOCK = (0x41530000, 0)
+"""Held (transaction-level) while a replica migrates, so replicas starting together migrate once."""
+CANCEL_CHANNEL = "agent_server_cancel"
+"""NOTIFY payload: the id of a turn to cancel, wherever it runs."""
+ENDED_CHANNEL = "agent_server_turn_ended"
+"""NOTIFY payload: the id of a turn whose final record was just stored (wakes remote cancellers)."""
+
+_SCHEMA_V1 = """
+CREATE TABLE sessions (
+    ordinal BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL, -- a JSON string (see `text`)
+    metadata TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    summary TEXT
+);
+CREATE TABLE messages (
+    session_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    turn_id TEXT,
+    message TEXT NOT NULL,
+    archived BOOLEAN NOT NULL DEFAULT false,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE INDEX messages_live ON messages (session_id, seq) WHERE NOT archived;
+CREATE TABLE turns (
+    ordinal BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    turn_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    record TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    owner_key BIGINT NOT NULL,
+    UNIQUE (session_id, turn_id)
+);
+CREATE INDEX turns_by_session ON turns (session_id, ordinal);
+CREATE INDEX turns_by_id ON turns (turn_id);
+CREATE INDEX turns_running ON turns (owner_key) WHERE status = 'running';
+CREATE TABLE compactions (
+    ordinal BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    record TEXT NOT NULL,
+    archive_through_seq BIGINT NOT NULL,
+    head_seq BIGINT NOT NULL
+);
+CREATE INDEX compactions_by_session ON compactions (session_id, ordinal);
+CREATE TABLE approvals (
+    session_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, tool)
+);
+"""
+_V1_TO_V2 = """
+CREATE TABLE tasks (
+    task_id TEXT PRIMARY KEY,
+    turn_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX tasks_by_session ON tasks (session_id);
+"""
+"""Version 2 shares MCP tasks without a connection (2026-07-28 over HTTP) between replicas: `SharedTask`."""
+_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+async def migrate(conn: Conn) -> None:
+    """Bring the schema up to date in one transaction; refuse a schema newer than this code knows."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", MIGRATION_LOCK)
+        await conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = await (await conn.execute("SELECT max(version) FROM schema_version")).fetchone()
+        version: int = (row[0] if row else None) or 0
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the PostgreSQL store has schema version {version}, newer than this agent-server's {SCHEMA_VERSION}"
+            )
+        for script in _MIGRATIONS[version:]:
+            await conn.execute(script.encode())
+        if version < SCHEMA_VERSION:
+            await conn.execute("DELETE FROM schema_version")
+            await conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (SCHEMA_VERSION,))
+
+
+# --- owners: which replica runs a turn, and whether it is still alive ----------------------
+
+
+async def interrupt_dead_owners(conn: Conn, me: int, session_id: str | None = None) -> int:
+    """Mark `interrupted` the running turns (of one session, or all) whose owner's liveness lock is free.
+
+    A replica holds `pg_advisory_lock(owner_key)` on a connection of its own for its lifetime; the
+    server drops it when that connection ends, however the replica ended. Taking it here
+    (transaction-level) proves the owner gone and keeps it taken until this transaction commits.
+    """
+    where = "status = 'running' AND owner_key <> %s" + ("" if session_id is None else " AND session_id = %s")
+    params: tuple[Any, ...] = (me,) if session_id is None else (me, session_id)
+    owners = await (await conn.execute(f"SELECT DISTINCT owner_key FROM turns WHERE {where}", params)).fetchall()
+    count = 0
+    for (owner_key,) in owners:
+        row = await (await conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (owner_key,))).fetchone()
+        if row and row[0]:
+            count += await _interrupt_turns_of(conn, owner_key)
+    if count:
+        logger.warning("marked %d turn(s) of dead server instances interrupted", count)
+    return count
+
+
+async def _interrupt_turns_of(conn: Conn, owner_key: int) -> int:
+    rows = await (
+        await conn.execute(
+            "SELECT ordinal, record FROM turns WHERE status = 'running' AND owner_key = %s FOR UPDATE", (owner_key,)
+        )
+    ).fetchall()
+    for ordinal, record in rows:
+        stopped = common.interrupted(TurnRecord.model_validate(json.loads(record)))
+        await conn.execute(
+            "UPDATE turns SET status = %s, record = %s WHERE ordinal = %s",
+            (stopped.status, common.dump(stopped), ordinal),
+        )
+    return len(rows)
+
+
+# --- queries shared by the store's methods --------------------------------------------
+
+SESSION_COLUMNS = (
+    "s.ordinal, s.session_id, s.title, s.metadata, s.created_at, s.updated_at,"
+    " (SELECT count(*) FROM turns t WHERE t.session_id = s.session_id)"
+)
+
+
+def text(value: str) -> str:
+    """A client's free text as stored: a JSON string, since PostgreSQL text cannot hold NUL characters."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def session_info(row: tuple[Any, ...]) -> SessionInfo:
+    _, session_id, title, metadata, created_at, updated_at, turn_count = row
+    return SessionInfo(
+        session_id=session_id,
+        title=json.loads(title),
+        metadata=json.loads(metadata),
+        created_at=created_at,
+        updated_at=updated_at,
+        turn_count=turn_count,
+    )
+
+
+async def one(conn: Conn, sql: LiteralString, params: Any = None) -> tuple[Any, ...] | None:
+    return await (await conn.execute(sql, params)).fetchone()
+
+
+async def require_session(conn: Conn, session_id: str, *, lock: bool = False) -> None:
+    """SessionNotFound unless the session exists; `lock` takes its row lock, serialising the session's writes."""
+    sql = "SELECT 1 FROM sessions WHERE session_id = %s" + (" FOR UPDATE" if lock else "")
+    if await one(conn, sql, (session_id,)) is None:
+        raise SessionNotFound(session_id)
+
+
+async def get_session(conn: Conn, session_id: str) -> SessionInfo:
+    row = await one(conn, f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.session_id = %s", (session_id,))
+    if row is None:
+        raise SessionNotFound(session_id)
+    return session_info(row)
+
+
+async def turn_row(conn: Conn, session_id: str, turn_id: str) -> tuple[int, str]:
+    """The turn's (ordinal, status); TurnNotFound."""
+    row = await one(
+        conn, "SELECT ordinal, status FROM turns WHERE session_id = %s AND turn_id = %s", (session_id, turn_id)
+    )
+    if row is None:
+        raise TurnNotFound(session_id, turn_id)
+    return row[0], row[1]
+
+
+async def head_seq(conn: Conn, session_id: str) -> int:
+    row = await one(conn, "SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = %s", (session_id,))
+    assert row is not None
+    return int(row[0])
+
+
+async def archived_since(conn: Conn, session_id: str, seq: int) -> bool:
+    sql = "SELECT 1 FROM messages WHERE session_id = %s AND seq >= %s AND archived LIMIT 1"
+    return await one(conn, sql, (session_id, seq)) is not None
+
+
+async def touch(conn: Conn, session_id: str) -> None:
+    await conn.execute("UPDATE sessions SET updated_at = %s WHERE session_id = %s", (utc_now(), session_id))
+
+
+async def stored_messages(
+    conn: Conn, session_id: str, *, live_only: bool = False, after: int = 0, limit: int | None = None
+) -> list[tuple[StoredMessage, bool]]:
+    """The session's messages by seq (after `after`, at most `limit`); `live_only` skips archived ones in SQL."""
+    live = " AND NOT archived" if live_only else ""
+    rows = await (
+        await conn.execute(
+            f"SELECT seq, turn_id, message, archived FROM messages WHERE session_id = %s AND seq > %s{live}"
+            " ORDER BY seq LIMIT %s",
+            (session_id, after, limit),
+        )
+    ).fetchall()
+    return [
+        (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), archived)
+        for seq, turn_id, message, archived in rows
+    ]

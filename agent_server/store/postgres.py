@@ -1,0 +1,632 @@
+"""PostgresStore: the session store on PostgreSQL (psycopg 3, async), shared by several server replicas.
+
+Selected by `--store postgresql://...` (or the `store_url` setting, or `AGENT_SERVER_STORE`); needs
+the optional extra: `pip install 'agent-server[postgres]'`. The database holds everything that is
+shared: sessions, history, turn records, compactions, approvals; the tables live in the first schema
+of the connection's `search_path` (use `?options=-csearch_path%3Dmyschema` to pick one).
+
+Across replicas (DESIGN 5, "Scale-out"):
+
+- Turn order: `hold_turn` takes `pg_advisory_lock(LOCK_SPACE, hashtext(session_id))` on a connection
+  of its own and keeps it for the turn; a turn of the same session on another replica waits there
+  (bounded by its deadline). The lock goes with its connection, also when the replica dies.
+- Liveness: each store holds a session-level advisory lock on a random 63-bit key (its `owner_key`,
+  stored with every turn it begins) on its *owner connection*, for its lifetime. A running turn whose
+  owner's lock can be taken belongs to a replica that is gone: it is marked `interrupted` when a store
+  opens, when a turn of its session begins, and when it is read (`get_turn`, `list_turns`).
+- Cancellation: `request_cancel` sends NOTIFY on `agent_server_cancel`; every store LISTENs on its
+  owner connection and `serve_notifications` hands the turn ids to the runtime, which cancels the
+  turn if it runs it. `finish_turn` notifies `agent_server_turn_ended`, which `wait_ended` waits for.
+
+Connections: a pool of `QUERY_CONNECTIONS` for queries, a pool of up to `TURN_CONNECTIONS` for the
+turn locks (one per turn running on this replica), and the owner connection. The URL's password
+never reaches a log or an error (`redaction.redact_url`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import secrets
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio
+import psycopg
+import psycopg_pool
+from psycopg_pool import AsyncConnectionPool
+
+from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError
+from agent_server.redaction import redact_url
+from agent_server.store import _common as common
+from agent_server.store import _pg_db as db
+from agent_server.store._pg_db import Conn
+from agent_server.store.base import SharedTask
+from agent_server.types import (
+    CompactionRecord,
+    Message,
+    SessionHistory,
+    SessionInfo,
+    StoredMessage,
+    TurnRecord,
+    new_id,
+    utc_now,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+QUERY_CONNECTIONS = 8
+TURN_CONNECTIONS = 32
+"""One per turn running on this replica (the background-turn limit is 32 too); more turns wait for one."""
+CONNECT_TIMEOUT_S = 10
+RECONNECT_MAX_S = 30.0
+"""The longest pause between attempts to connect the lost owner connection again."""
+
+
+class PostgresStore:
+    """The `SessionStore` on PostgreSQL. Construct with `await PostgresStore.open(url)`."""
+
+    def __init__(
+        self, url: str, owner: Conn, queries: AsyncConnectionPool[Conn], turns: AsyncConnectionPool[Conn], key: int
+    ) -> None:
+        self._url = url
+        self._owner: Conn | None = owner
+        self._queries = queries
+        self._turns = turns
+        self.owner_key = key
+        self.instance_id = f"own_pg_{key:016x}"
+        self._ended: dict[str, set[anyio.Event]] = {}
+        """turn id -> the events of the `wait_ended` calls waiting for it."""
+
+    @classmethod
+    async def open(cls, url: str) -> PostgresStore:
+        """Connect, migrate, take this instance's liveness lock, LISTEN; mark dead replicas' turns interrupted.
+
+        Raises:
+            StoreError: the database cannot be reached or used (the message shows the URL without secrets).
+        """
+        where = redact_url(url)
+        key = secrets.randbits(63)
+        owner: Conn | None = None
+        pools: list[AsyncConnectionPool[Conn]] = []
+        try:
+            owner = await _connect_owner(url, key, migrate=True)
+            async with owner.transaction():
+                await db.interrupt_dead_owners(owner, key)
+            for size, reset in ((QUERY_CONNECTIONS, None), (TURN_CONNECTIONS, _unlock_all)):
+                pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+                    url, min_size=1, max_size=size, open=False, kwargs={"autocommit": True}, reset=reset
+                )
+                pools.append(pool)
+                await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
+            await _discard(owner, pools)
+            raise StoreError(f"cannot open the PostgreSQL store at {where}: {_reason(exc, url)}") from exc
+        except BaseException:
+            await _discard(owner, pools)
+            raise
+        logger.info("opened the session store at %s as instance %s", where, f"{key:016x}")
+        return cls(url, owner, pools[0], pools[1], key)
+
+    # --- running statements ------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        """`fn` in one transaction on a pooled connection; database failures as StoreError."""
+        if self._owner is None:
+            raise StoreError("the session store is closed")
+        try:
+            async with self._queries.connection() as conn, conn.transaction():
+                return await fn(conn)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise StoreError(f"session store: {_reason(exc, '')}") from exc
+        except (UnicodeError, ValueError) as exc:  # text PostgreSQL cannot hold (NUL, a lone surrogate)
+            if isinstance(exc, json.JSONDecodeError):
+                raise StoreError(f"session store: {exc}") from exc
+            raise StoreError(f"session store: cannot encode the record: {exc}") from exc
+
+    # --- sessions -----------------------------------------------------------------------
+
+    async def create_session(self, *, title: str, metadata: dict[str, Any]) -> SessionInfo:
+        session_id, now, meta = new_id("ses"), utc_now(), json.dumps(metadata, ensure_ascii=False)
+
+        async def run(conn: Conn) -> SessionInfo:
+            await conn.execute(
+                "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (session_id, db.text(title), meta, now, now),
+            )
+            return await db.get_session(conn, session_id)
+
+        return await self._run(run)
+
+    async def get_session(self, session_id: str) -> SessionInfo:
+        return await self._run(lambda conn: db.get_session(conn, session_id))
+
+    async def list_sessions(self, *, cursor: str | None, limit: int) -> tuple[list[SessionInfo], str | None]:
+        common.check_limit(limit)
+        after = common.decode_cursor("sessions", cursor)
+
+        async def run(conn: Conn) -> tuple[list[SessionInfo], str | None]:
+            rows = await (
+                await conn.execute(
+                    f"SELECT {db.SESSION_COLUMNS} FROM sessions s WHERE s.ordinal < %s"
+                    " ORDER BY s.ordinal DESC LIMIT %s",
+                    (after if after is not None else 2**62, limit + 1),
+                )
+            ).fetchall()
+            more = len(rows) > limit
+            rows = rows[:limit]
+            return [db.session_info(r) for r in rows], common.encode_cursor("sessions", rows[-1][0]) if more else None
+
+        return await self._run(run)
+
+    async def delete_session(self, session_id: str) -> None:
+        async def run(conn: Conn) -> None:
+            await db.require_session(conn, session_id, lock=True)
+            for table in ("messages", "turns", "compactions", "approvals", "tasks", "sessions"):
+                await conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
+
+        await self._run(run)
+
+    # --- history ------------------------------------------------------------------------
+
+    async def load_history(self, session_id: str) -> SessionHistory:
+        return await self._run(lambda conn: _history(conn, session_id))
+
+    async def all_messages(self, session_id: str) -> list[tuple[StoredMessage, bool]]:
+        """Every stored message of the session, archived ones included, with its archived flag."""
+
+        async def run(conn: Conn) -> list[tuple[StoredMessage, bool]]:
+            await db.require_session(conn, session_id)
+            return await db.stored_messages(conn, session_id)
+
+        return await self._run(run)
+
+    async def list_messages(
+        self, session_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
+        """One page of every stored message (archived ones included, flagged), by seq; and the next cursor."""
+        common.check_limit(limit)
+        after = common.decode_cursor("messages", cursor) or 0
+
+        async def run(conn: Conn) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
+            await db.require_session(conn, session_id)
+            page = await db.stored_messages(conn, session_id, after=after, limit=limit + 1)
+            more = len(page) > limit
+            page = page[:limit]
+            return page, common.encode_cursor("messages", page[-1][0].seq) if more else None
+
+        return await self._run(run)
+
+    # --- turns --------------------------------------------------------------------------
+
+    async def begin_turn(self, record: TurnRecord) -> SessionHistory:
+        """Make the turn visible as `running`, owned by this instance; the history it starts from.
+
+        Running turns of the session left by dead replicas are marked `interrupted` first."""
+
+        async def run(conn: Conn) -> SessionHistory:
+            await db.require_session(conn, record.session_id, lock=True)
+            await db.interrupt_dead_owners(conn, self.owner_key, record.session_id)
+            history = await _history(conn, record.session_id)
+            try:
+                await conn.execute(
+                    "INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key)"
+                    " VALUES (%s, %s, %s, %s, %s, %s)",
+                    (
+                        record.session_id,
+                        record.turn_id,
+                        record.status,
+                        common.dump(record),
+                        self.instance_id,
+                        self.owner_key,
+                    ),
+                )
+            except psycopg.errors.UniqueViolation as exc:
+                raise StoreError(f"session store: turn {record.turn_id!r} exists already") from exc
+            await db.touch(conn, record.session_id)
+            return history
+
+        return await self._run(run)
+
+    async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
+        """Write the final record and append `messages` in one transaction; False if the session is gone."""
+
+        async def run(conn: Conn) -> bool:
+            session_id = record.session_id
+            try:
+                await db.require_session(conn, session_id, lock=True)
+            except SessionNotFound:
+                return False
+            await conn.execute(
+                "INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key)"
+                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id, turn_id)"
+                " DO UPDATE SET status = excluded.status, record = excluded.record",
+                (session_id, record.turn_id, record.status, common.dump(record), self.instance_id, self.owner_key),
+            )
+            head = await db.head_seq(conn, session_id)
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO messages (session_id, seq, turn_id, message) VALUES (%s, %s, %s, %s)",
+                    [(session_id, head + i, record.turn_id, common.dump(m)) for i, m in enumerate(messages, start=1)],
+                )
+            await db.touch(conn, session_id)
+            await conn.execute("SELECT pg_notify(%s, %s)", (db.ENDED_CHANNEL, record.turn_id))
+            return True
+
+        return await self._run(run)
+
+    async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        return await self._run(lambda conn: self._turn(conn, session_id, turn_id))
+
+    async def _turn(self, conn: Conn, session_id: str, turn_id: str) -> TurnRecord:
+        """The turn's record; a running one whose owner is gone is marked `interrupted` first."""
+        await db.require_session(conn, session_id)
+        ordinal, status = await db.turn_row(conn, session_id, turn_id)
+        if status == "running":
+            await db.interrupt_dead_owners(conn, self.owner_key, session_id)
+        row = await db.one(conn, "SELECT record FROM turns WHERE ordinal = %s", (ordinal,))
+        assert row is not None
+        return TurnRecord.model_validate(json.loads(row[0]))
+
+    async def list_turns(
+        self, session_id: str, *, cursor: str | None, limit: int
+    ) -> tuple[list[TurnRecord], str | None]:
+        common.check_limit(limit)
+        after = common.decode_cursor("turns", cursor)
+
+        async def run(conn: Conn) -> tuple[list[TurnRecord], str | None]:
+            await db.require_session(conn, session_id)
+            await db.interrupt_dead_owners(conn, self.owner_key, session_id)
+            rows = await (
+                await conn.execute(
+                    "SELECT ordinal, record FROM turns WHERE session_id = %s AND ordinal > %s"
+                    " ORDER BY ordinal LIMIT %s",
+                    (session_id, after or 0, limit + 1),
+                )
+            ).fetchall()
+            more = len(rows) > limit
+            rows = rows[:limit]
+            turns = [TurnRecord.model_validate(json.loads(record)) for _, record in rows]
+            return turns, common.encode_cursor("turns", rows[-1][0]) if more else None
+
+        return await self._run(run)
+
+    async def locate_turn(self, turn_id: str) -> TurnRecord | None:
+        """The stored record of the turn with this id in any session, or None (turn ids are unique)."""
+
+        async def run(conn: Conn) -> TurnRecord | None:
+            row = await db.one(conn, "SELECT session_id FROM turns WHERE turn_id = %s LIMIT 1", (turn_id,))
+            return None if row is None else await self._turn(conn, row[0], turn_id)
+
+        return await self._run(run)
+
+    # --- across replicas: turn order and cancellation ------------------------------------
+
+    @asynccontextmanager
+    async def hold_turn(self, session_id: str, *, deadline: float = math.inf) -> AsyncGenerator[bool]:
+        """Hold the session's turn lock (shared by every replica) for the block; yields False, not
+        holding it, when `deadline` (anyio's clock) passed while waiting for it.
+
+        Raises:
+            StoreError: no connection could be had, or the database failed.
+        """
+        conn: Conn | None = None
+        acquired = False
+        try:
+            with anyio.CancelScope(deadline=deadline):
+                try:
+                    conn = await self._turns.getconn()
+                    await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (db.LOCK_SPACE, session_id))
+                except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                    raise StoreError(f"session store: cannot take the turn lock: {_reason(exc, '')}") from exc
+                acquired = True
+            yield acquired
+        finally:
+            if conn is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._turns.putconn(conn)  # its reset drops the lock (a broken one is closed)
+
+    async def request_cancel(self, turn_id: str) -> None:
+        """Ask whichever replica runs the turn to cancel it (NOTIFY; the runtime there acts on it)."""
+
+        async def run(conn: Conn) -> None:
+            await conn.execute("SELECT pg_notify(%s, %s)", (db.CANCEL_CHANNEL, turn_id))
+
+        await self._run(run)
+
+    async def wait_ended(self, session_id: str, turn_id: str, timeout_s: float) -> TurnRecord:
+        """The turn's record once it is no longer `running`, or the running one after `timeout_s`.
+
+        Woken by the `finish_turn` NOTIFY while `serve_notifications` runs; without it, this waits out
+        `timeout_s`."""
+        woken = anyio.Event()
+        try:
+            with anyio.move_on_after(timeout_s):
+                while True:
+                    self._ended.setdefault(turn_id, set()).add(woken)  # before reading: no NOTIFY is missed
+                    record = await self.get_turn(session_id, turn_id)
+                    if record.status != "running":
+                        return record
+                    await woken.wait()
+                    self._ended[turn_id].discard(woken)
+                    woken = anyio.Event()
+            return await self.get_turn(session_id, turn_id)
+        finally:
+            waiters = self._ended.get(turn_id, set())
+            waiters.discard(woken)
+            if not waiters:
+                self._ended.pop(turn_id, None)
+
+    async def serve_notifications(self, on_cancel: Callable[[str], None]) -> None:
+        """Until cancelled (or closed): pass every cancel request (a turn id) to `on_cancel`, wake `wait_ended`.
+
+        A lost owner connection (the database restarted, the network failed) is connected again, with this
+        instance's liveness lock and LISTENs, retrying with backoff; until then the other replicas see this
+        one's running turns as dead (and mark them `interrupted`; a turn that ends here still stores its
+        final record)."""
+        while (owner := self._owner) is not None:
+            try:
+                async for notify in owner.notifies():
+                    if notify.channel == db.CANCEL_CHANNEL:
+                        on_cancel(notify.payload)
+                    else:
+                        self._wake(notify.payload)
+            except psycopg.Error as exc:
+                logger.error("lost the PostgreSQL owner connection (%s): connecting again", _reason(exc, self._url))
+                await self._reconnect_owner(owner)
+
+    def _wake(self, turn_id: str | None = None) -> None:
+        """Wake the `wait_ended` calls waiting for `turn_id` (None: all of them, to read their turn again)."""
+        for waiting, events in self._ended.items():
+            if turn_id is None or waiting == turn_id:
+                for woken in events:
+                    woken.set()
+
+    async def _reconnect_owner(self, lost: Conn) -> None:
+        delay = 0.0
+        while self._owner is lost:
+            await anyio.sleep(delay)  # backoff between failed attempts; the first one at once
+            try:
+                fresh = await _connect_owner(self._url, self.owner_key, migrate=False)
+            except psycopg.Error as exc:
+                delay = min(RECONNECT_MAX_S, max(2 * delay, 0.5))
+                logger.warning("cannot reach PostgreSQL (%s): trying again in %.1f s", _reason(exc, self._url), delay)
+                continue
+            if self._owner is not lost:  # closed meanwhile
+                await fresh.close()
+                return
+            self._owner = fresh
+            with anyio.CancelScope(shield=True):
+                await lost.close()
+            logger.info("connected the owner connection again")
+            self._wake()  # a turn may have ended while no NOTIFY could arrive
+
+    async def share_task(self, task: SharedTask) -> None:
+        async def run(conn: Conn) -> None:
+            await conn.execute(
+                "INSERT INTO tasks (task_id, turn_id, session_id, detail, created_at) VALUES (%s, %s, %s, %s, %s)",
+                (task.task_id, task.turn_id, task.session_id, task.detail, task.created_at),
+            )
+
+        await self._run(run)
+
+    async def shared_task(self, task_id: str) -> SharedTask | None:
+        async def run(conn: Conn) -> SharedTask | None:
+            sql = "SELECT task_id, turn_id, session_id, detail, created_at FROM tasks WHERE task_id = %s"
+            row = await db.one(conn, sql, (task_id,))
+            return None if row is None else SharedTask(*row)
+
+        return await self._run(run)
+
+    # --- compactions, approvals and forks -------------------------------------------------
+
+    async def save_compaction(
+        self, session_id: str, record: CompactionRecord, *, archive_through_seq: int, live_from_seq: int
+    ) -> None:
+        """Store the record; unless a dry run, archive `seq <= archive_through_seq` and set the summary.
+
+        The session's row lock makes the check and the write atomic against other replicas.
+
+        Raises:
+            CompactionConflict: (not for a dry run) a message with `seq >= live_from_seq` is archived already.
+        """
+
+        async def run(conn: Conn) -> None:
+            await db.require_session(conn, session_id, lock=True)
+            if not record.dry_run and await db.archived_since(conn, session_id, live_from_seq):
+                raise CompactionConflict(session_id)
+            await conn.execute(
+                "INSERT INTO compactions (session_id, record, archive_through_seq, head_seq) VALUES (%s, %s, %s, %s)",
+                (session_id, common.dump(record), archive_through_seq, await db.head_seq(conn, session_id)),
+            )
+            if not record.dry_run:
+                await conn.execute(
+                    "UPDATE messages SET archived = true WHERE session_id = %s AND seq <= %s",
+                    (session_id, archive_through_seq),
+                )
+                await conn.execute(
+                    "UPDATE sessions SET summary = %s WHERE session_id = %s", (record.summary, session_id)
+                )
+            await db.touch(conn, session_id)
+
+        await self._run(run)
+
+    async def list_compactions(self, session_id: str) -> list[CompactionRecord]:
+        async def run(conn: Conn) -> list[CompactionRecord]:
+            await db.require_session(conn, session_id)
+            rows = await (
+                await conn.execute(
+                    "SELECT record FROM compactions WHERE session_id = %s ORDER BY ordinal", (session_id,)
+                )
+            ).fetchall()
+            return [CompactionRecord.model_validate(json.loads(row[0])) for row in rows]
+
+        return await self._run(run)
+
+    async def remember_approval(self, session_id: str, tool: str) -> None:
+        async def run(conn: Conn) -> None:
+            await db.require_session(conn, session_id)
+            await conn.execute(
+                "INSERT INTO approvals (session_id, tool, created_at) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                (session_id, tool, utc_now()),
+            )
+
+        await self._run(run)
+
+    async def approved_tools(self, session_id: str) -> frozenset[str]:
+        async def run(conn: Conn) -> frozenset[str]:
+            await db.require_session(conn, session_id)
+            rows = await (
+                await conn.execute("SELECT tool FROM approvals WHERE session_id = %s", (session_id,))
+            ).fetchall()
+            return frozenset(row[0] for row in rows)
+
+        return await self._run(run)
+
+    async def fork_session(self, session_id: str, *, at_turn: str | None, title: str | None) -> SessionInfo:
+        """A new session holding the finished turns up to `at_turn` (or all) and their history; see `base`."""
+        new_session = new_id("ses")
+        return await self._run(lambda conn: _fork(conn, session_id, new_session, at_turn, title))
+
+    async def close(self) -> None:
+        """Close the pools and the owner connection (which releases this instance's liveness lock). Idempotent."""
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            with anyio.CancelScope(shield=True):
+                await _discard(owner, [self._queries, self._turns])
+
+
+async def _connect_owner(url: str, key: int, *, migrate: bool) -> Conn:
+    """The owner connection: (the schema migrated,) this instance's liveness lock held, LISTENing."""
+    owner = await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+    try:
+        if migrate:
+            await db.migrate(owner)
+        await owner.execute("SELECT pg_advisory_lock(%s)", (key,))
+        for channel in (db.CANCEL_CHANNEL, db.ENDED_CHANNEL):
+            await owner.execute(f"LISTEN {channel}")
+    except BaseException:
+        await owner.close()
+        raise
+    return owner
+
+
+async def _unlock_all(conn: Conn) -> None:
+    """The turn pool's reset: a connection goes back to the pool holding no turn lock."""
+    await conn.execute("SELECT pg_advisory_unlock_all()")
+
+
+async def _discard(owner: Conn | None, pools: list[AsyncConnectionPool[Conn]]) -> None:
+    for pool in pools:
+        await pool.close()
+    if owner is not None:
+        await owner.close()
+
+
+def _reason(exc: BaseException, url: str) -> str:
+    """The error's first line, with the URL (and any other URL) stripped of its secrets."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if url:
+        text = text.replace(url, redact_url(url))
+    return text
+
+
+# --- history and forks ----------------------------------------------------------------------
+
+_FORKED_TURNS = (
+    "SELECT turn_id FROM turns WHERE session_id = %(source)s AND ordinal <= %(last)s AND status <> 'running'"
+)
+_FORKED_MESSAGE = f"(turn_id IN ({_FORKED_TURNS}) OR (turn_id IS NULL AND seq <= %(cut)s))"
+"""A message the fork copies: one of a copied turn's, or one without a turn from before the cut."""
+
+
+async def _history(conn: Conn, session_id: str) -> SessionHistory:
+    row = await db.one(conn, "SELECT summary FROM sessions WHERE session_id = %s", (session_id,))
+    if row is None:
+        raise SessionNotFound(session_id)
+    messages = await db.stored_messages(conn, session_id, live_only=True)
+    return SessionHistory(summary=row[0], messages=[m for m, _ in messages])
+
+
+async def _fork(conn: Conn, source: str, target: str, at_turn: str | None, title: str | None) -> SessionInfo:
+    await db.require_session(conn, source, lock=True)
+    old = await db.get_session(conn, source)
+    where: dict[str, Any] = {
+        "source": source,
+        "last": 2**62 if at_turn is None else await _fork_point(conn, source, at_turn),
+    }
+    row = await db.one(
+        conn,
+        f"SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = %(source)s AND turn_id IN ({_FORKED_TURNS})",
+        where,
+    )
+    where["cut"] = row[0] if row else 0
+    # Compactions are kept only while everything they could have archived is in the fork: up to
+    # the first message the fork leaves out (a later-started turn that finished first).
+    row = await db.one(
+        conn,
+        "SELECT coalesce(min(seq), %(cut)s + 1) - 1 FROM messages"
+        f" WHERE session_id = %(source)s AND seq <= %(cut)s AND NOT {_FORKED_MESSAGE}",
+        where,
+    )
+    clean = row[0] if row else 0
+    compactions = await (
+        await conn.execute(
+            "SELECT record, archive_through_seq, head_seq FROM compactions"
+            " WHERE session_id = %s AND head_seq <= %s ORDER BY ordinal",
+            (source, clean),
+        )
+    ).fetchall()
+    summary, archived_through = None, 0
+    for record, through, _ in compactions:
+        compaction = CompactionRecord.model_validate(json.loads(record))
+        if not compaction.dry_run:
+            summary, archived_through = compaction.summary, through
+    now = utc_now()
+    await conn.execute(
+        "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at, summary)"
+        " VALUES (%s, %s, %s, %s, %s, %s)",
+        (target, db.text(common.fork_title(old.title, title)), json.dumps(old.metadata), now, now, summary),
+    )
+    await conn.execute(
+        "INSERT INTO messages (session_id, seq, turn_id, message, archived)"
+        " SELECT %(target)s, seq, turn_id, message, seq <= %(archived)s FROM messages"
+        f" WHERE session_id = %(source)s AND {_FORKED_MESSAGE}",
+        {**where, "target": target, "archived": archived_through},
+    )
+    async with conn.cursor() as cur:
+        await cur.executemany(
+            "INSERT INTO compactions (session_id, record, archive_through_seq, head_seq) VALUES (%s, %s, %s, %s)",
+            [(target, *r) for r in compactions],
+        )
+    await _copy_turns(conn, source, target, where["last"])
+    return await db.get_session(conn, target)
+
+
+async def _fork_point(conn: Conn, session_id: str, turn_id: str) -> int:
+    """The ordinal of the turn to fork after; InvalidArgument while it is still running."""
+    ordinal, status = await db.turn_row(conn, session_id, turn_id)
+    if status == "running":
+        raise InvalidArgument(common.fork_running_message(turn_id))
+    return ordinal
+
+
+async def _copy_turns(conn: Conn, source: str, target: str, last_turn: int) -> None:
+    rows = await (
+        await conn.execute(
+            "SELECT record, owner, owner_key FROM turns WHERE session_id = %s AND ordinal <= %s AND status <> 'running'"
+            " ORDER BY ordinal",
+            (source, last_turn),
+        )
+    ).fetchall()
+    for record, owner, owner_key in rows:
+        copy = TurnRecord.model_validate(json.loads(record)).model_copy(update={"session_id": target})
+        await conn.execute(
+            "INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key) VALUES (%s, %s, %s, %s, %s, %s)",
+            (target, copy.turn_id, copy.status, common.dump(copy), owner, owner_key),
+        )
