@@ -310,7 +310,7 @@ async def test_a_version_2_store_gains_remembered_approvals_that_survive_reopeni
         await store.close()
     conn = sqlite3.connect(tmp_path / "state.db")
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == _sqlite_db.SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == _sqlite_db.SCHEMA_VERSION  # migrated to the latest
     finally:
         conn.close()
 
@@ -360,3 +360,39 @@ async def test_a_record_nested_too_deep_is_a_store_error_and_writes_nothing(tmp_
         assert await store.all_messages(session_id) == []
     finally:
         await store.close()
+
+
+async def test_a_version_3_store_gains_the_live_message_index_and_a_turns_start_reads_through_it(
+    tmp_path: Path,
+) -> None:
+    """Version 4 indexes live messages; the live read must use it, not walk the session's archived rows."""
+    conn = sqlite3.connect(tmp_path / "state.db")
+    conn.executescript(
+        _sqlite_db._SCHEMA_V1 + _sqlite_db._V1_TO_V2 + _sqlite_db._V2_TO_V3  # pyright: ignore[reportPrivateUsage]
+    )
+    conn.execute(
+        "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at, summary)"
+        " VALUES ('ses_1', 't', '{}', 'x', 'x', 'earlier')"
+    )
+    message = Message(role="user", content="hi").model_dump_json()
+    rows = [("ses_1", seq, None, message, int(seq <= 95)) for seq in range(1, 101)]
+    conn.executemany("INSERT INTO messages (session_id, seq, turn_id, message, archived) VALUES (?, ?, ?, ?, ?)", rows)
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    store = await SqliteStore.open(tmp_path)
+    try:
+        history = await store.load_history("ses_1")
+    finally:
+        await store.close()
+    assert (history.summary, [m.seq for m in history.messages]) == ("earlier", [96, 97, 98, 99, 100])
+    conn = sqlite3.connect(tmp_path / "state.db")
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT seq FROM messages INDEXED BY messages_live"
+            " WHERE session_id = 'ses_1' AND seq > 0 AND archived = 0"
+        ).fetchall()
+    finally:
+        conn.close()
+    assert "messages_live" in str(plan)
