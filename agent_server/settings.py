@@ -16,7 +16,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from agent_server.errors import ConfigError
 from agent_server.mounts.config import MountConfig, load_mcp_config_file, parse_mcp_servers
@@ -158,6 +167,10 @@ class ApprovalSettings(BaseModel):
     """The longest one ask (or a mounted server's forwarded elicitation) waits for the user's answer."""
 
 
+REQUEST_STATE_KEY_MIN_BYTES = 32
+"""What the SDK's request-state codec requires of a key."""
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -183,6 +196,11 @@ class Settings(BaseModel):
     """Recent messages kept verbatim by preflight compaction and by `compact` by default."""
     max_tool_passes: int = Field(default=50, ge=0, le=1000)
     turn_timeout_s: float | None = Field(default=None, gt=0)
+    request_state_keys: tuple[SecretStr, ...] = Field(default=(), repr=False)
+    """Keys that seal a 2026-07-28 `run_turn` round's `requestState` (each at least 32 characters of secret
+    randomness; the first seals, all unseal: append the new one first to rotate). Replicas behind one load
+    balancer share them so that any replica can check a state another sealed; empty: a key of this process
+    (a state sealed before a restart is refused)."""
     park_timeout_s: float = Field(default=300, gt=0, le=86_400)
     """How long a turn waits for its client's answer to one input request (an approval, a call of the
     client's model on 2026-07-28, a task's `input_required`) before it ends `cancelled` saying so."""
@@ -230,6 +248,17 @@ class Settings(BaseModel):
             raise ValueError(f"MCP server {twice[0]!r} is configured twice (config file and --mcp-config)")
         object.__setattr__(self, "mcp_servers", {**self.mcp_servers, **{c.name: c for c in configs}})
         return self
+
+    @field_validator("request_state_keys")
+    @classmethod
+    def _check_request_state_keys(cls, value: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+        for key in value:
+            if len(key.get_secret_value().encode()) < REQUEST_STATE_KEY_MIN_BYTES:
+                raise ValueError(
+                    f"each key must be at least {REQUEST_STATE_KEY_MIN_BYTES} bytes of secret randomness"
+                    ' (python -c "import secrets; print(secrets.token_hex(32))")'
+                )
+        return value
 
     @field_validator("store_url")
     @classmethod

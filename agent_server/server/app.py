@@ -130,11 +130,16 @@ def create_server(
     # Registered as a plain handler: a `run_turn` as a task answers a `resultType: "task"` result.
     server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
     hub = install_tasks(server)
-    # 2026-07-28 `run_turn` rounds (`rounds.py`): the SDK seals and checks every `requestState` here, under a
-    # key of this process (a state from before a restart is refused), right inside OpenTelemetry.
-    boundary = RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME)
+    # 2026-07-28 `run_turn` rounds (`rounds.py`): the SDK seals and checks every `requestState` here, right
+    # inside OpenTelemetry, under the configured keys (shared by replicas) or a key of this process.
+    boundary = RequestStateBoundary(_request_state_security(settings), default_audience=SERVER_NAME)
     server.middleware.insert(1, boundary)
     return server
+
+
+def _request_state_security(settings: Settings) -> RequestStateSecurity:
+    keys = [key.get_secret_value() for key in settings.request_state_keys]
+    return RequestStateSecurity(keys=keys) if keys else RequestStateSecurity.ephemeral()
 
 
 class _AgentServer(Server[AgentRuntime]):

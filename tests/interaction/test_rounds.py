@@ -12,6 +12,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 from mcp.client import ClientRequestContext
+from pydantic import ValidationError
 
 from agent_server.llm.scripted import ScriptedLLM
 from agent_server.server.app import create_server
@@ -145,3 +146,39 @@ async def test_a_client_without_sampling_gets_the_clear_error(tmp_path: Path, mo
     assert result.is_error is True
     message = (result.structured_content or {})["error"]["message"]
     assert "sampling capability" in message and "--llm openai:MODEL" in message
+
+
+@pytest.mark.parametrize("shared", [True, False])
+async def test_replicas_sharing_request_state_keys_accept_each_others_state(tmp_path: Path, shared: bool) -> None:
+    """A state sealed by one server passes another's check only when both have the same `request_state_keys`."""
+    keys = ("k" * 32,) if shared else ()
+    sealing = create_server(_settings(tmp_path, request_state_keys=keys))
+    checking = create_server(_settings(tmp_path, request_state_keys=keys))
+    arguments = {"prompt": "hi"}
+    answer = types.CreateMessageResult(role="assistant", model="m", content=types.TextContent(type="text", text="x"))
+    with anyio.fail_after(20):
+        async with Client(sealing, sampling_callback=TwoToolRounds(), sampling_capabilities=TOOLS_CAP) as client:
+            first = await client.session.call_tool("run_turn", arguments, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state is not None
+        async with Client(checking, sampling_callback=TwoToolRounds(), sampling_capabilities=TOOLS_CAP) as client:
+            try:
+                retried = await client.session.call_tool(
+                    "run_turn",
+                    arguments,
+                    input_responses={"llm-1": answer},
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+                refused_state = False
+            except MCPError as exc:
+                retried = exc
+                refused_state = "requestState" in exc.error.message
+    assert refused_state is (not shared), retried
+    if shared:  # the state was good; the turn it names runs on the other server
+        assert isinstance(retried, types.CallToolResult) and retried.is_error
+        assert "no longer followed by this server" in retried.content[0].text  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def test_a_request_state_key_shorter_than_32_bytes_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="at least 32 bytes"):
+        _settings(tmp_path, request_state_keys=["short"])
