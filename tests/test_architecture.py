@@ -13,7 +13,7 @@ ADAPTERS = {"llm", "tools", "store", "mounts"}
 INTERFACES = {"llm.base", "tools.base", "store.base", "mounts.base", "mounts.config"}
 # The composition root: the only modules outside the adapters that pick (call or construct) a concrete
 # implementation. `runtime` is its home; the `server.*` entries are where it lives until then.
-COMPOSITION_ROOT = {"runtime", "runtime.choice"}
+COMPOSITION_ROOT = {"runtime", "runtime.choice", "runtime.parts"}
 
 
 def _module_name(path: Path) -> str:

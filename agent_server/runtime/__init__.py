@@ -25,7 +25,6 @@ without connection identity, which never has a current session. No MCP types her
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 import os
@@ -45,6 +44,22 @@ from agent_server.llm.unavailable import CONFIGURE
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm, store_opener
 from agent_server.runtime.park import InputRequest, Park, ParkedApprovals
+from agent_server.runtime.parts import (
+    TURN_MODULES,
+    Parts,
+    SessionTools,
+    all_mounts,
+    hold_session,
+    ignore_wait,
+    import_turn_code,
+    make_current,
+    marked,
+    session_exists,
+    title_from,
+    unavailable_notes,
+    workspace_root,
+    workspace_tools,
+)
 from agent_server.settings import Settings
 from agent_server.types import (
     CompactionRecord,
@@ -56,23 +71,19 @@ from agent_server.types import (
     TraceMode,
     TurnRecord,
     new_id,
-    one_line,
     utc_now,
 )
 
 if TYPE_CHECKING:
     from agent_server.agent.context import AgentDeps
-    from agent_server.agent.current_sessions import CurrentSessions
-    from agent_server.agent.locks import SessionLocks
     from agent_server.approvals import ApprovalChannel
     from agent_server.llm.base import LLMClient
     from agent_server.llm.sampling import SamplingRequester
     from agent_server.mounts.config import MountConfig
     from agent_server.mounts.toolset import MountManager
     from agent_server.mounts.transport import InProcessServer
-    from agent_server.store.base import SessionStore, SharedStore, SharedTask
+    from agent_server.store.base import SharedTask
     from agent_server.tools.base import Toolset
-    from agent_server.tools.registry import ToolRegistry
 
 __all__ = [
     "CONFIGURE",
@@ -84,6 +95,7 @@ __all__ = [
     "Park",
     "ParkedApprovals",
     "SessionTools",
+    "TURN_MODULES",
     "ToolsReport",
     "TurnHandle",
     "TurnOptions",
@@ -95,7 +107,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_CONNECTION = "default"
 NEW_SESSION = "new"
 """`run_turn(session_id="new")`: run in a fresh session (the current one stays)."""
-TITLE_LENGTH = 60
 NO_CURRENT = "this connection has no current session: pass session_id, or create one with session_create"
 SAMPLING_MAX_TOKENS = 4096
 CANCEL_WAIT_S = 10.0
@@ -143,34 +154,6 @@ class ToolsReport:
     dropped: list[DroppedTool]
 
 
-@dataclass(frozen=True)
-class SessionTools:
-    """One session's own tools (ACP `session/new {cwd, mcpServers}`), made by `AgentRuntime.session_tools`.
-
-    The built-in tools confined to `workspace` instead of the settings' workspace, the configured mounts,
-    and the servers the client gave for this session; turns run with it see its workspace's prompt files.
-    """
-
-    workspace: Path
-    registry: ToolRegistry
-    mounts: MountManager | None
-    """The session's own mounted servers (None: the client gave none)."""
-    settings: Settings
-    """The runtime's settings with `workspace` replaced (the store stays where it was)."""
-
-
-@dataclass(frozen=True)
-class _Parts:
-    store: SessionStore
-    registry: ToolRegistry
-    mounts: MountManager | None
-    """None when no servers are configured (the mount machinery is then never imported)."""
-    locks: SessionLocks
-    current: CurrentSessions
-    shared: SharedStore | None
-    """The store as several server processes share it (PostgreSQL), or None (SQLite, memory)."""
-
-
 class AgentRuntime:
     """See the module docstring. Use as `async with AgentRuntime(settings) as runtime:`."""
 
@@ -202,7 +185,7 @@ class AgentRuntime:
         self._environ = env
         self._stack: AsyncExitStack | None = None
         self._started_mounts: MountManager | None = None
-        self._parts: _Parts | None = None
+        self._parts: Parts | None = None
         self._opening = anyio.Lock()
         self._background: BackgroundTurns | None = None
         self._entries = 0
@@ -265,10 +248,10 @@ class AgentRuntime:
         Raises:
             StoreError: the store cannot be opened (a later call tries again).
         """
-        await anyio.to_thread.run_sync(_import_turn_code)
+        await anyio.to_thread.run_sync(import_turn_code)
         await self._ready()
 
-    async def _ready(self) -> _Parts:
+    async def _ready(self) -> Parts:
         """The store and the tools, opened and built by the first call that needs them.
 
         Raises:
@@ -281,7 +264,7 @@ class AgentRuntime:
                 self._parts = await self._open()
             return self._parts
 
-    async def _open(self) -> _Parts:
+    async def _open(self) -> Parts:
         from agent_server.agent.current_sessions import CurrentSessions
         from agent_server.agent.locks import SessionLocks
         from agent_server.store.base import SharedStore
@@ -293,9 +276,9 @@ class AgentRuntime:
         if shared is not None and self._background is not None:
             self._background.start_service(lambda: shared.serve_notifications(self._cancel_here))
         mounts = self._started_mounts
-        workspace = _workspace_tools(settings, settings.workspace, self._environ)
+        workspace = workspace_tools(settings, settings.workspace, self._environ)
         toolsets = [workspace] if mounts is None else [workspace, mounts]
-        return _Parts(
+        return Parts(
             store=store,
             registry=ToolRegistry(toolsets),
             mounts=mounts,
@@ -350,16 +333,16 @@ class AgentRuntime:
 
         timeout = timeout_s or self.settings.turn_timeout_s
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
-        wait = on_wait or _ignore
+        wait = on_wait or ignore_wait
         parts = await self._ready()
         session = await self._session_for_turn(parts, session_id, connection, prompt)
         wait("mounted MCP servers to start")
-        mounts = _all_mounts(parts, session_tools)
+        mounts = all_mounts(parts, session_tools)
         with anyio.CancelScope(deadline=deadline):  # each mount also stops at its own startup timeout
             for manager in mounts:
                 await manager.wait_started()
         wait("an earlier turn of this session to finish")
-        async with _hold_session(parts, session, deadline):
+        async with hold_session(parts, session, deadline):
             turn_id = turn_id or new_id("turn")
             request = TurnRequest(
                 prompt=prompt,
@@ -370,7 +353,7 @@ class AgentRuntime:
                 deadline=deadline,
                 trace=trace,
                 model=model,
-                notes=tuple(note for manager in mounts for note in _unavailable_notes(manager)),
+                notes=tuple(note for manager in mounts for note in unavailable_notes(manager)),
                 approvals=approvals,
                 turn_id=turn_id,
                 cancel_reason=None if park is None else (lambda: park.expired),
@@ -585,8 +568,8 @@ class AgentRuntime:
             "session_id": session_id,
             "trace_id": trace_id or new_id("trace"),
         }
-        (on_wait or _ignore)("a turn of this session to finish")
-        async with _hold_session(parts, session_id):
+        (on_wait or ignore_wait)("a turn of this session to finish")
+        async with hold_session(parts, session_id):
             return await compact_session(
                 self._deps(parts, client_model),
                 session_id,
@@ -600,7 +583,7 @@ class AgentRuntime:
 
     def _deps(
         self,
-        parts: _Parts,
+        parts: Parts,
         client_model: ClientModel | None,
         tools: Toolset | None = None,
         session_tools: SessionTools | None = None,
@@ -625,7 +608,7 @@ class AgentRuntime:
         """
         from agent_server.tools.registry import ToolRegistry
 
-        root = await anyio.to_thread.run_sync(_workspace_root, workspace)
+        root = await anyio.to_thread.run_sync(workspace_root, workspace)
         parts = await self._ready()
         settings = self.settings.model_copy(update={"workspace": root, "state_dir": self.settings.state_path})
         async with AsyncExitStack() as stack:
@@ -637,7 +620,7 @@ class AgentRuntime:
                     mounts, environ=self._environ, result_max_bytes=self.settings.mount_result_max_bytes
                 )
                 own = await stack.enter_async_context(manager)
-            toolsets: list[Toolset] = [_workspace_tools(self.settings, root, self._environ)]
+            toolsets: list[Toolset] = [workspace_tools(self.settings, root, self._environ)]
             toolsets += [m for m in (parts.mounts, own) if m is not None]
             yield SessionTools(workspace=root, registry=ToolRegistry(toolsets), mounts=own, settings=settings)
 
@@ -664,7 +647,7 @@ class AgentRuntime:
         """A new session; it becomes `connection`'s current session (when given)."""
         parts = await self._ready()
         session = await parts.store.create_session(title=title or "Untitled session", metadata=metadata or {})
-        return _make_current(parts, connection, session)
+        return make_current(parts, connection, session)
 
     async def list_sessions(
         self, *, cursor: str | None = None, limit: int = 50, connection: str | None = DEFAULT_CONNECTION
@@ -672,16 +655,16 @@ class AgentRuntime:
         """Sessions, newest first; `active` marks `connection`'s current one."""
         parts = await self._ready()
         sessions, next_cursor = await parts.store.list_sessions(cursor=cursor, limit=limit)
-        return [_marked(parts, connection, s) for s in sessions], next_cursor
+        return [marked(parts, connection, s) for s in sessions], next_cursor
 
     async def get_session(self, session_id: str, *, connection: str | None = DEFAULT_CONNECTION) -> SessionInfo:
         parts = await self._ready()
-        return _marked(parts, connection, await parts.store.get_session(session_id))
+        return marked(parts, connection, await parts.store.get_session(session_id))
 
     async def switch_session(self, session_id: str, *, connection: str | None = DEFAULT_CONNECTION) -> SessionInfo:
         """Make `session_id` the connection's current session."""
         parts = await self._ready()
-        return _make_current(parts, connection, await parts.store.get_session(session_id))
+        return make_current(parts, connection, await parts.store.get_session(session_id))
 
     async def fork_session(
         self, session_id: str, *, at_turn: str | None = None, title: str | None = None
@@ -705,7 +688,7 @@ class AgentRuntime:
         if session_id is not None:
             return (await parts.store.get_session(session_id)).session_id
         current = parts.current.get(connection)
-        if current is None or not await _exists(parts.store, current):
+        if current is None or not await session_exists(parts.store, current):
             raise InvalidArgument(NO_CURRENT)
         return current
 
@@ -745,14 +728,12 @@ class AgentRuntime:
         parts = await self._ready()
         registry = parts.registry if session_tools is None else session_tools.registry
         tools = await registry.list_tools()
-        servers = [state for manager in _all_mounts(parts, session_tools) for state in manager.states()]
+        servers = [state for manager in all_mounts(parts, session_tools) for state in manager.states()]
         return ToolsReport(tools=tools, servers=servers, dropped=registry.dropped())
 
-    async def _session_for_turn(
-        self, parts: _Parts, session_id: str | None, connection: str | None, prompt: str
-    ) -> str:
+    async def _session_for_turn(self, parts: Parts, session_id: str | None, connection: str | None, prompt: str) -> str:
         store = parts.store
-        title = _title_from(prompt)
+        title = title_from(prompt)
 
         async def create() -> str:
             return (await store.create_session(title=title, metadata={})).session_id
@@ -763,91 +744,4 @@ class AgentRuntime:
             return session_id  # checked by the turn's start (`begin_turn` raises SessionNotFound): no extra hop
         if connection is None:  # no connection identity: every such call starts fresh
             return await create()
-        return await parts.current.get_or_create(connection, lambda s: _exists(store, s), create)
-
-
-def _make_current(parts: _Parts, connection: str | None, session: SessionInfo) -> SessionInfo:
-    parts.current.set(connection, session.session_id)
-    return _marked(parts, connection, session)
-
-
-def _marked(parts: _Parts, connection: str | None, session: SessionInfo) -> SessionInfo:
-    """`session` with `active` telling whether it is `connection`'s current session."""
-    active = parts.current.get(connection) == session.session_id
-    return session if session.active == active else session.model_copy(update={"active": active})
-
-
-TURN_MODULES = (
-    "agent_server.agent.turns",
-    "agent_server.store.sqlite",
-    "agent_server.tools.builtin",
-    "agent_server.tools.registry",
-)
-"""What the first turn imports (with what they import): loaded ahead by `prepare`."""
-
-
-@asynccontextmanager
-async def _hold_session(parts: _Parts, session_id: str, deadline: float = math.inf) -> AsyncGenerator[bool]:
-    """The session's lock in this process and, with a shared store, across processes (see `SessionLocks`)."""
-    async with parts.locks.hold(session_id, deadline=deadline) as held:
-        if not held or parts.shared is None:
-            yield held
-            return
-        async with parts.shared.hold_turn(session_id, deadline=deadline) as held_everywhere:
-            yield held_everywhere
-
-
-def _import_turn_code() -> None:
-    """Import what the first turn needs (in a worker thread: imports take tens of ms)."""
-    for name in TURN_MODULES:
-        importlib.import_module(name)
-
-
-def _ignore(_what: str) -> None:
-    """The wait callback of callers that do not care."""
-
-
-async def _exists(store: SessionStore, session_id: str) -> bool:
-    try:
-        await store.get_session(session_id)
-    except SessionNotFound:
-        return False
-    return True
-
-
-def _title_from(prompt: str) -> str:
-    return one_line(prompt, TITLE_LENGTH)
-
-
-def _workspace_root(workspace: Path) -> Path:
-    """`workspace` resolved, checked to be an absolute path to a directory (blocking: file system)."""
-    if not workspace.is_absolute() or not workspace.is_dir():
-        raise InvalidArgument(f"workspace {str(workspace)!r} is not an absolute path to a directory")
-    return workspace.resolve()
-
-
-def _workspace_tools(settings: Settings, root: Path, environ: Mapping[str, str]) -> Toolset:
-    """The built-in tools over `root` (the write and exec tools as the settings enable them)."""
-    from agent_server.tools.builtin import WorkspaceToolset
-
-    return WorkspaceToolset(
-        root,
-        read_max_bytes=settings.read_file_max_bytes,
-        search_max_matches=settings.search_max_matches,
-        search_timeout_s=settings.search_timeout_s,
-        options=settings.tools,
-        state_dir=settings.state_path,
-        environ=environ,
-    )
-
-
-def _all_mounts(parts: _Parts, session_tools: SessionTools | None) -> list[MountManager]:
-    """The configured mounts and the session's own, those that exist."""
-    own = None if session_tools is None else session_tools.mounts
-    return [m for m in (parts.mounts, own) if m is not None]
-
-
-def _unavailable_notes(mounts: MountManager) -> tuple[str, ...]:
-    return tuple(
-        f"The tools of MCP server {name!r} are unavailable this turn: {why}" for name, why in mounts.unavailable()
-    )
+        return await parts.current.get_or_create(connection, lambda s: session_exists(store, s), create)

@@ -1,0 +1,141 @@
+"""The runtime's parts: what `AgentRuntime` opens and assembles (store, tools, mounts, locks), and the
+small pieces its methods share. Part of the composition root: it builds the concrete built-in tools."""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent_server.errors import InvalidArgument, SessionNotFound
+from agent_server.settings import Settings
+from agent_server.types import SessionInfo, one_line
+
+if TYPE_CHECKING:
+    from agent_server.agent.current_sessions import CurrentSessions
+    from agent_server.agent.locks import SessionLocks
+    from agent_server.mounts.toolset import MountManager
+    from agent_server.store.base import SessionStore, SharedStore
+    from agent_server.tools.base import Toolset
+    from agent_server.tools.registry import ToolRegistry
+
+TITLE_LENGTH = 60
+
+
+@dataclass(frozen=True)
+class SessionTools:
+    """One session's own tools (ACP `session/new {cwd, mcpServers}`), made by `AgentRuntime.session_tools`.
+
+    The built-in tools confined to `workspace` instead of the settings' workspace, the configured mounts,
+    and the servers the client gave for this session; turns run with it see its workspace's prompt files.
+    """
+
+    workspace: Path
+    registry: ToolRegistry
+    mounts: MountManager | None
+    """The session's own mounted servers (None: the client gave none)."""
+    settings: Settings
+    """The runtime's settings with `workspace` replaced (the store stays where it was)."""
+
+
+@dataclass(frozen=True)
+class Parts:
+    store: SessionStore
+    registry: ToolRegistry
+    mounts: MountManager | None
+    """None when no servers are configured (the mount machinery is then never imported)."""
+    locks: SessionLocks
+    current: CurrentSessions
+    shared: SharedStore | None
+    """The store as several server processes share it (PostgreSQL), or None (SQLite, memory)."""
+
+
+def make_current(parts: Parts, connection: str | None, session: SessionInfo) -> SessionInfo:
+    parts.current.set(connection, session.session_id)
+    return marked(parts, connection, session)
+
+
+def marked(parts: Parts, connection: str | None, session: SessionInfo) -> SessionInfo:
+    """`session` with `active` telling whether it is `connection`'s current session."""
+    active = parts.current.get(connection) == session.session_id
+    return session if session.active == active else session.model_copy(update={"active": active})
+
+
+TURN_MODULES = (
+    "agent_server.agent.turns",
+    "agent_server.store.sqlite",
+    "agent_server.tools.builtin",
+    "agent_server.tools.registry",
+)
+"""What the first turn imports (with what they import): loaded ahead by `prepare`."""
+
+
+@asynccontextmanager
+async def hold_session(parts: Parts, session_id: str, deadline: float = math.inf) -> AsyncGenerator[bool]:
+    """The session's lock in this process and, with a shared store, across processes (see `SessionLocks`)."""
+    async with parts.locks.hold(session_id, deadline=deadline) as held:
+        if not held or parts.shared is None:
+            yield held
+            return
+        async with parts.shared.hold_turn(session_id, deadline=deadline) as held_everywhere:
+            yield held_everywhere
+
+
+def import_turn_code() -> None:
+    """Import what the first turn needs (in a worker thread: imports take tens of ms)."""
+    for name in TURN_MODULES:
+        importlib.import_module(name)
+
+
+def ignore_wait(_what: str) -> None:
+    """The wait callback of callers that do not care."""
+
+
+async def session_exists(store: SessionStore, session_id: str) -> bool:
+    try:
+        await store.get_session(session_id)
+    except SessionNotFound:
+        return False
+    return True
+
+
+def title_from(prompt: str) -> str:
+    return one_line(prompt, TITLE_LENGTH)
+
+
+def workspace_root(workspace: Path) -> Path:
+    """`workspace` resolved, checked to be an absolute path to a directory (blocking: file system)."""
+    if not workspace.is_absolute() or not workspace.is_dir():
+        raise InvalidArgument(f"workspace {str(workspace)!r} is not an absolute path to a directory")
+    return workspace.resolve()
+
+
+def workspace_tools(settings: Settings, root: Path, environ: Mapping[str, str]) -> Toolset:
+    """The built-in tools over `root` (the write and exec tools as the settings enable them)."""
+    from agent_server.tools.builtin import WorkspaceToolset
+
+    return WorkspaceToolset(
+        root,
+        read_max_bytes=settings.read_file_max_bytes,
+        search_max_matches=settings.search_max_matches,
+        search_timeout_s=settings.search_timeout_s,
+        options=settings.tools,
+        state_dir=settings.state_path,
+        environ=environ,
+    )
+
+
+def all_mounts(parts: Parts, session_tools: SessionTools | None) -> list[MountManager]:
+    """The configured mounts and the session's own, those that exist."""
+    own = None if session_tools is None else session_tools.mounts
+    return [m for m in (parts.mounts, own) if m is not None]
+
+
+def unavailable_notes(mounts: MountManager) -> tuple[str, ...]:
+    return tuple(
+        f"The tools of MCP server {name!r} are unavailable this turn: {why}" for name, why in mounts.unavailable()
+    )
