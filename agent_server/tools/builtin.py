@@ -37,11 +37,7 @@ from agent_server.errors import ToolFailure
 from agent_server.settings import ToolsOptions
 from agent_server.tools.arguments import ToolArguments, input_schema, parse_arguments
 from agent_server.tools.base import ProgressCallback, error_result, unknown_tool
-from agent_server.tools.command import CommandRunner, RunCommandArguments
 from agent_server.tools.workspace import PATH_HELP, Output, WorkspacePaths
-from agent_server.tools.writes import ARGUMENTS as WRITE_ARGUMENTS
-from agent_server.tools.writes import SPECS as WRITE_SPECS
-from agent_server.tools.writes import FileWriter
 from agent_server.types import ContentPart, ImagePart, TextPart, ToolAnnotations, ToolCall, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
@@ -158,18 +154,31 @@ class WorkspaceToolset:
         }
         self._tools = {name: _Tool(SPECS[name], ARGUMENTS[name], _in_thread(run)) for name, run in reads.items()}
         if options.write:
-            writer = FileWriter(self._paths, state_dir=state_dir, edit_max_bytes=options.edit_max_bytes)
-            for name, run in (("write_file", writer.write_file), ("edit_file", writer.edit_file)):
-                self._tools[name] = _Tool(WRITE_SPECS[name], WRITE_ARGUMENTS[name], _in_thread(run))
+            self._tools.update(self._write_tools(options, state_dir))
         if options.exec:
-            runner = CommandRunner(
-                self._paths,
-                environ=os.environ if environ is None else environ,
-                timeout_s=options.command_timeout_s,
-                output_max_bytes=options.command_output_max_bytes,
-                kill_grace_s=options.command_kill_grace_s,
-            )
-            self._tools["run_command"] = _Tool(runner.spec, RunCommandArguments, runner.run_command)
+            self._tools.update(self._command_tools(options, os.environ if environ is None else environ))
+
+    def _write_tools(self, options: ToolsOptions, state_dir: Path | None) -> dict[str, _Tool]:
+        # Imported only when enabled: most servers never offer them, and every import is start-up time.
+        from agent_server.tools.writes import ARGUMENTS as WRITE_ARGUMENTS
+        from agent_server.tools.writes import SPECS as WRITE_SPECS
+        from agent_server.tools.writes import FileWriter
+
+        writer = FileWriter(self._paths, state_dir=state_dir, edit_max_bytes=options.edit_max_bytes)
+        runs = {"write_file": writer.write_file, "edit_file": writer.edit_file}
+        return {name: _Tool(WRITE_SPECS[name], WRITE_ARGUMENTS[name], _in_thread(run)) for name, run in runs.items()}
+
+    def _command_tools(self, options: ToolsOptions, environ: Mapping[str, str]) -> dict[str, _Tool]:
+        from agent_server.tools.command import CommandRunner, RunCommandArguments
+
+        runner = CommandRunner(
+            self._paths,
+            environ=environ,
+            timeout_s=options.command_timeout_s,
+            output_max_bytes=options.command_output_max_bytes,
+            kill_grace_s=options.command_kill_grace_s,
+        )
+        return {"run_command": _Tool(runner.spec, RunCommandArguments, runner.run_command)}
 
     async def list_tools(self) -> list[ToolSpec]:
         return [tool.spec for tool in self._tools.values()]
