@@ -256,7 +256,7 @@ class Settings(BaseModel):
             if len(key.get_secret_value().encode()) < REQUEST_STATE_KEY_MIN_BYTES:
                 raise ValueError(
                     f"each key must be at least {REQUEST_STATE_KEY_MIN_BYTES} bytes of secret randomness"
-                    ' (python -c "import secrets; print(secrets.token_hex(32))")'
+                    " (e.g. `openssl rand -hex 32`)"
                 )
         return value
 
