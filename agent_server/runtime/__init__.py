@@ -43,7 +43,6 @@ from agent_server.events import EventIds, EventSink
 from agent_server.llm.unavailable import CONFIGURE
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm, store_opener
-from agent_server.runtime.park import InputRequest, Park, ParkedApprovals
 from agent_server.runtime.parts import (
     TURN_MODULES,
     Parts,
@@ -82,6 +81,7 @@ if TYPE_CHECKING:
     from agent_server.mounts.config import MountConfig
     from agent_server.mounts.toolset import MountManager
     from agent_server.mounts.transport import InProcessServer
+    from agent_server.runtime.park import InputRequest, Park, ParkedApprovals
     from agent_server.store.base import SharedTask
     from agent_server.tools.base import Toolset
 
@@ -103,6 +103,18 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_PARK_NAMES = frozenset({"InputRequest", "Park", "ParkedApprovals"})
+"""Exported from `runtime/park.py` on first use: a turn parks rarely, and start-up imports nothing it need not."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PARK_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from agent_server.runtime import park
+
+    return getattr(park, name)
+
 
 DEFAULT_CONNECTION = "default"
 NEW_SESSION = "new"
@@ -438,6 +450,8 @@ class AgentRuntime:
 
     def new_park(self) -> Park:
         """A park for one background turn (`start_turn(park=...)`), bounded by `park_timeout_s`."""
+        from agent_server.runtime.park import Park
+
         return Park(timeout_s=self.settings.park_timeout_s)
 
     def background_turn(self, turn_id: str) -> TurnHandle | None:

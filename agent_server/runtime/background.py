@@ -23,15 +23,17 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
 from agent_server.errors import CANCELLED, INTERNAL_ERROR, AgentServerError, InvalidArgument
 from agent_server.events import AgentEvent, EventIds, EventSink, StatusEvent
-from agent_server.runtime.park import Park
 from agent_server.types import ErrorInfo, TurnRecord, TurnStatus, utc_now
+
+if TYPE_CHECKING:
+    from agent_server.runtime.park import Park
 
 logger = logging.getLogger(__name__)
 
