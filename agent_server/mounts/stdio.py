@@ -6,7 +6,7 @@ needs on top:
 
 - the child's pid and an event set when its stdout ends (the connection is dead: crash detection);
 - stdout split into lines in linear time, each at most `max_line_bytes` (default `MAX_LINE_BYTES`):
-  a longer line ends the connection at once, with `failure` saying why (see `lines.py`);
+  a longer line ends the connection at once, with `failure` saying why (see `agent_server/lines.py`);
 - the child's stderr read through a pipe into the agent server's log (logger
   `agent_server.mounts.stderr`, one record per line, prefixed with the server name), never onto
   stdout, with the last lines kept for error messages;
@@ -35,7 +35,7 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
 from agent_server.child_process import release_pipes, terminate_group, wait_exit
-from agent_server.mounts.lines import LineAssembler, LineTooLong
+from agent_server.lines import LineAssembler, LineTooLong
 
 logger = logging.getLogger(__name__)
 stderr_logger = logging.getLogger("agent_server.mounts.stderr")

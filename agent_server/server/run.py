@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 from collections.abc import AsyncGenerator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -50,17 +50,19 @@ async def serve_stdio(settings: Settings) -> None:
 
 @asynccontextmanager
 async def _stdio() -> AsyncGenerator[Any]:
-    """The SDK's stdio transport, with the event-loop stdout writer where it is safe (see server/stdout.py)."""
+    """The SDK's stdio transport, with the event-loop stdin reader and stdout writer where each is safe
+    (see server/stdin.py and server/stdout.py); the SDK's own thread-backed file for the other."""
     from mcp.server.stdio import stdio_server
 
+    from agent_server.server.stdin import can_claim_stdin, claim_stdin
     from agent_server.server.stdout import can_claim_stdout, claim_stdout
 
-    if not can_claim_stdout():
-        async with stdio_server() as streams:
-            yield streams
-        return
-    with claim_stdout() as wire:
-        async with stdio_server(stdout=cast("anyio.AsyncFile[str]", wire)) as streams:
+    with ExitStack() as claims:
+        stdin = claims.enter_context(claim_stdin()) if can_claim_stdin() else None
+        stdout = claims.enter_context(claim_stdout()) if can_claim_stdout() else None
+        async with stdio_server(
+            stdin=cast("anyio.AsyncFile[str] | None", stdin), stdout=cast("anyio.AsyncFile[str] | None", stdout)
+        ) as streams:
             yield streams
 
 

@@ -4,8 +4,9 @@ Loaded only with `PYTHONPATH=<absolute path of bench/_thread_hops>` (absolute: t
 temp dir).
 
 With `BENCH_THREADS` set, `anyio.to_thread.run_sync` is wrapped in the agent-server process only (not in the
-baseline or the bench driver, which get the same PYTHONPATH): every call is counted and timed by what it runs, and
-`BENCH_THREADS_OUT` gets one line per callable at exit (calls, mean wall microseconds per call, name). Modes:
+baseline or the bench driver, which get the same PYTHONPATH): every call is counted and timed by what it runs,
+and `BENCH_THREADS_OUT` gets one line per callable at exit (calls, mean wall microseconds per call as the
+awaiting task sees it, how much of it the callable itself took, name). Modes:
 
 * `count`: only count;
 * `inline-store`: run the SQLite store's calls (`SqliteStore._locked`) on the event loop instead;
@@ -50,13 +51,25 @@ def _install(mode: str, out: str) -> None:
     real = anyio.to_thread.run_sync
     calls: Counter[str] = Counter()
     spent: Counter[str] = Counter()
+    inside: Counter[str] = Counter()
+
+    def timed(name: str, fn: Any) -> Any:
+        def run(*args: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                inside[name] += time.perf_counter() - start
+
+        return run
 
     async def run_sync(fn: Any, *args: Any, **kwargs: Any) -> Any:
         name = _name(fn, args)
         calls[name] += 1
         start = time.perf_counter()
         try:
-            return fn(*args) if _inline(mode, name) else await real(fn, *args, **kwargs)
+            work = timed(name, fn)
+            return work(*args) if _inline(mode, name) else await real(work, *args, **kwargs)
         finally:
             spent[name] += time.perf_counter() - start
 
@@ -66,7 +79,8 @@ def _install(mode: str, out: str) -> None:
     def _dump() -> None:
         with open(out, "w", encoding="utf-8") as f:
             for name, n in calls.most_common():
-                f.write(f"{n:8d} {spent[name] / n * 1e6:8.0f} us/call  {name}\n")
+                wall, work = spent[name] / n * 1e6, inside[name] / n * 1e6
+                f.write(f"{n:8d} {wall:8.0f} us/call {work:8.0f} us of it the work itself  {name}\n")
 
 
 _MODE = os.environ.get("BENCH_THREADS")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_server.mounts.lines import LineAssembler, LineTooLong
+from agent_server.lines import LineAssembler, LineTooLong
 
 
 def test_lines_split_across_and_within_chunks_come_out_whole() -> None:
@@ -29,3 +29,10 @@ def test_a_long_line_in_many_chunks_is_assembled_exactly() -> None:
     pieces = [assembler.feed(chunk) for _ in range(100)]
     assert pieces == [[]] * 100
     assert assembler.feed(b"end\n") == [chunk * 100 + b"end"]
+
+
+def test_the_lines_before_a_long_one_in_the_same_chunk_are_kept_on_the_error() -> None:
+    assembler = LineAssembler(max_line_bytes=10, writer="the client")
+    with pytest.raises(LineTooLong, match="the client wrote a line longer than 10 bytes") as raised:
+        assembler.feed(b"one\ntwo\n" + b"x" * 11)
+    assert raised.value.complete == [b"one", b"two"]
