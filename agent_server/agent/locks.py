@@ -19,7 +19,9 @@ class SessionLocks:
     async def hold(self, session_id: str, *, deadline: float = math.inf) -> AsyncGenerator[bool]:
         """Hold the session's lock for the block; yields False (not holding it) when `deadline`
         (on anyio's clock) passed while waiting, so the caller can end its call as timed out."""
-        lock, users = self._locks.get(session_id, (anyio.Lock(), 0))
+        # fast_acquire: a free lock is taken without a trip through the event loop (the common case: one
+        # turn at a time per session); a waiter still yields and is cancellable.
+        lock, users = self._locks.get(session_id) or (anyio.Lock(fast_acquire=True), 0)
         self._locks[session_id] = (lock, users + 1)
         try:
             acquired = False

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import anyio
 
-from agent_server.tools.base import DropsTools, ProgressCallback, RoutesTools, Toolset, error_result, unknown_tool
+from agent_server.tools.base import ProgressCallback, Toolset, drops_tools, error_result, routes_tools, unknown_tool
 from agent_server.tools.wrappers import FilteredToolset
 from agent_server.types import DroppedTool, ToolCall, ToolResult, ToolSpec
 
@@ -92,12 +92,13 @@ class ToolRegistry:
 
 def _owner(toolset: Toolset, name: str) -> Toolset:
     """The toolset that really runs `name`, found through merges and filters."""
-    while isinstance(toolset, RoutesTools):
-        inner = toolset.route(name)
-        if inner is None:
-            break
+    while (inner := _route(toolset, name)) is not None:
         toolset = inner
     return toolset
+
+
+def _route(toolset: Toolset, name: str) -> Toolset | None:
+    return toolset.route(name) if routes_tools(toolset) else None
 
 
 class CombinedToolset:
@@ -122,7 +123,7 @@ class CombinedToolset:
                     continue
                 owners[spec.name] = spec
                 routes[spec.name] = toolset
-            if isinstance(toolset, DropsTools):
+            if drops_tools(toolset):
                 dropped += toolset.dropped()
         _log_new(self._dropped, dropped)
         self._routes, self._dropped = routes, dropped

@@ -6,7 +6,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable
 
-from agent_server.tools.base import DropsTools, ProgressCallback, Toolset, unknown_tool
+from agent_server.tools.base import ProgressCallback, Toolset, drops_tools, unknown_tool
 from agent_server.types import DroppedTool, ToolCall, ToolResult, ToolSpec
 
 
@@ -68,7 +68,7 @@ class PrefixedToolset:
         return self._inner_names.get(name)
 
     def dropped(self) -> list[DroppedTool]:
-        inner = self._inner.dropped() if isinstance(self._inner, DropsTools) else []
+        inner = self._inner.dropped() if drops_tools(self._inner) else []
         return [d.model_copy(update={"name": self._rename(d.name)}) for d in inner] + self._dropped
 
     async def call_tool(self, call: ToolCall, *, on_progress: ProgressCallback | None = None) -> ToolResult:
