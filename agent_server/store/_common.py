@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 
 from pydantic import BaseModel
 
@@ -60,6 +59,8 @@ def interrupted(record: TurnRecord) -> TurnRecord:
 def dump(model: BaseModel) -> str:
     """The model as stored JSON; StoreError when it cannot be serialised (e.g. nested too deep)."""
     try:
-        return json.dumps(model.model_dump(mode="json", by_alias=True), ensure_ascii=False)
+        return model.model_dump_json(by_alias=True)  # compact UTF-8 JSON in one pass (pydantic-core)
     except (ValueError, TypeError, RecursionError) as exc:
-        raise StoreError(f"session store: cannot serialise the {type(model).__name__}: {exc}") from exc
+        # pydantic-core reports text UTF-8 cannot hold (a lone surrogate) inside its own error's message
+        what = "encode" if "UnicodeEncodeError" in str(exc) else "serialise"
+        raise StoreError(f"session store: cannot {what} the {type(model).__name__}: {exc}") from exc

@@ -199,8 +199,10 @@ def archived_since(conn: sqlite3.Connection, session_id: str, seq: int) -> bool:
     return row is not None
 
 
-def touch(conn: sqlite3.Connection, session_id: str) -> None:
-    conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (utc_now(), session_id))
+def touch(conn: sqlite3.Connection, session_id: str) -> bool:
+    """Mark the session updated now; False when there is no such session."""
+    cursor = conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (utc_now(), session_id))
+    return cursor.rowcount > 0
 
 
 def stored_messages(

@@ -211,7 +211,7 @@ class SqliteStore:
 
         def run(conn: sqlite3.Connection) -> bool:
             session_id = record.session_id
-            if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone() is None:
+            if not touch(conn, session_id):
                 return False
             conn.execute(
                 "INSERT INTO turns (session_id, turn_id, status, record, owner) VALUES (?, ?, ?, ?, ?)"
@@ -223,7 +223,6 @@ class SqliteStore:
                 "INSERT INTO messages (session_id, seq, turn_id, message) VALUES (?, ?, ?, ?)",
                 [(session_id, head + i, record.turn_id, dump(m)) for i, m in enumerate(messages, start=1)],
             )
-            touch(conn, session_id)
             return True
 
         return await self._write(run)
