@@ -152,6 +152,13 @@ FIRST_TURN_LABELS = [
 ]
 ONE_ROUND = ["--rounds", "1", "--warmup", "0"]
 # Each issue-6 and issue-12 figure's script with tiny sizes, and the labels its text output must contain.
+RUNTIME_HOPS_LABELS = [
+    "as shipped vs to_thread inline",
+    "per turn, as shipped (3 worker-thread hops):",
+    "per turn, every hop run inline (what-if):",
+    "one hop in a turn:",
+    *MACHINE_LABELS,
+]
 APPROVAL_GATE_LABELS = [
     "an allowed call through the approval gate",
     "gate off (read-only tool), per turn (median):",
@@ -173,6 +180,7 @@ TINY: dict[str, tuple[list[str], list[str]]] = {
     "whole_turn.py": ([*ONE_ROUND, "--blocks", "2"], WHOLE_TURN_LABELS),
     "first_turn.py": (ONE_ROUND, FIRST_TURN_LABELS),
     "approval_gate.py": (["--rounds", "1", "--warmup", "0", "--turns", "2"], APPROVAL_GATE_LABELS),
+    "runtime_hops.py": (["--rounds", "1", "--turns", "2"], RUNTIME_HOPS_LABELS),
 }
 
 
