@@ -8,6 +8,10 @@ what it weighs (re-joining the pending text with every chunk would be quadratic)
 
 from __future__ import annotations
 
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""The longest JSON-RPC line (one message) either side of a stdio wire may send: a mounted server's stdout,
+the client's stdin. Longer ends that connection."""
+
 
 class LineTooLong(Exception):
     """A line exceeded the limit; the connection cannot resynchronise and must end."""

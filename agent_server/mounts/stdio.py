@@ -35,7 +35,7 @@ from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
 from agent_server.child_process import release_pipes, terminate_group, wait_exit
-from agent_server.lines import LineAssembler, LineTooLong
+from agent_server.lines import MAX_LINE_BYTES, LineAssembler, LineTooLong
 
 logger = logging.getLogger(__name__)
 stderr_logger = logging.getLogger("agent_server.mounts.stderr")
@@ -44,8 +44,6 @@ _WRITER_FLUSH_S = 0.5
 _REAP_S = 2.0
 _STDERR_DRAIN_S = 0.2
 _MAX_STDERR_LINE = 4096
-MAX_LINE_BYTES = 64 * 1024 * 1024
-"""The longest JSON-RPC line a mounted stdio server may write (one message); longer ends the connection."""
 
 
 class StdioProcess:

@@ -4,7 +4,7 @@ The SDK wraps stdin in `anyio.wrap_file` and reads it with `readline`: a line is
 grows (a client that never ends one grows the server's memory without end), and every line costs a
 worker-thread round trip. This reader waits for the wire descriptor to become readable
 (`anyio.wait_readable`) and reads what is there with `os.read`, on the event loop. Lines are split in linear
-time and bounded (`MAX_MESSAGE_BYTES`, as a mounted server's are, see `agent_server/lines.py`): past the limit
+time and bounded (`MAX_LINE_BYTES`, as a mounted server's are, see `agent_server/lines.py`): past the limit
 the connection ends as at end of input (logged; the messages before it are still served), since the stream
 cannot resynchronise. Blank lines are skipped.
 
@@ -27,19 +27,17 @@ from contextlib import contextmanager
 
 import anyio
 
-from agent_server.lines import LineAssembler, LineTooLong
+from agent_server.lines import MAX_LINE_BYTES, LineAssembler, LineTooLong
 
 logger = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-"""The longest JSON-RPC line a client may send (one message); longer ends the connection."""
 _CHUNK = 256 * 1024
 
 
 class FdReader:
     """The async iteration over lines of `anyio.AsyncFile[str]` that the SDK's stdin reader uses."""
 
-    def __init__(self, fd: int, *, max_line_bytes: int = MAX_MESSAGE_BYTES) -> None:
+    def __init__(self, fd: int, *, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self._fd = fd
         self._assembler = LineAssembler(max_line_bytes, writer="the client")
         self._ready: deque[str] = deque()
@@ -59,22 +57,20 @@ class FdReader:
         await anyio.wait_readable(self._fd)
         chunk = os.read(self._fd, _CHUNK)
         if not chunk:
-            self._end(self._assembler.rest())
+            # End of input; a last line without its newline is still a message (as `readline` gives it).
+            self._ended = True
+            self._add([self._assembler.rest()])
             return
         try:
-            lines = self._assembler.feed(chunk)
+            self._add(self._assembler.feed(chunk))
         except LineTooLong as exc:
             logger.error("a client message is too long: %s; closing the connection", exc)
-            lines = exc.complete
             self._ended = True
+            self._add(exc.complete)
+
+    def _add(self, lines: list[bytes]) -> None:
         # A blank line is no message (the SDK's reader would hand the parser an empty string).
         self._ready.extend(line.decode("utf-8", errors="replace") for line in lines if line.strip())
-
-    def _end(self, rest: bytes) -> None:
-        """End of input; a last line without its newline is still a message (as `readline` gives it)."""
-        self._ended = True
-        if rest.strip():
-            self._ready.append(rest.decode("utf-8", errors="replace"))
 
 
 def can_claim_stdin() -> bool:
