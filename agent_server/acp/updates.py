@@ -11,6 +11,7 @@ turn's record carries them.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 
@@ -102,7 +103,7 @@ class TurnUpdates:
         self._flush_interval = flush_interval
         self._context_window = context_window
         self._pending: list[str] = []
-        self._last_flush = 0.0
+        self._last_flush = -math.inf  # never flushed: the first delta goes at once, whatever the clock reads
         self.turn_id: str | None = None
 
     async def __call__(self, event: AgentEvent) -> None:

@@ -14,6 +14,7 @@ event with phase `heartbeat`; before that (queued behind another turn, mounts st
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -61,7 +62,7 @@ class EventStreamer:
         self._heartbeat_s = heartbeat_s
         self._progress = 0
         self._pending: TokenEvent | None = None
-        self._last_flush = 0.0
+        self._last_flush = -math.inf  # never flushed: the first delta goes at once, whatever the clock reads
         # Sends come from the call and from the heartbeat task: one at a time keeps `progress` increasing.
         self._send_lock = anyio.Lock(fast_acquire=True)
         self._last_sent = anyio.current_time()

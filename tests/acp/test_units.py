@@ -20,19 +20,26 @@ from agent_server.acp.commands import parse_command
 from agent_server.acp.mcp_servers import mount_configs
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import prompt_text
+import agent_server.acp.updates as updates_module
 from agent_server.acp.updates import TurnUpdates, Update, replay, tool_kind
 from agent_server.approvals import ApprovalRequest
 from agent_server.errors import InvalidArgument
 from agent_server.events import DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
 from agent_server.types import Message, SessionHistory, StoredMessage, TextPart, ToolCall, ToolResult, Usage
 from tests.acp.helpers import RecordingClient
+from tests.fakes.clock import booted_clock
 
 pytestmark = [pytest.mark.fast, pytest.mark.anyio]
 
 IDS = {"turn_id": "turn_1", "session_id": "ses_1", "trace_id": "trace_1"}
 
 
-async def test_token_deltas_are_coalesced_and_flushed_before_a_tool_call() -> None:
+@pytest.mark.parametrize("uptime_s", [5.0, 30 * 86400.0], ids=["just-booted", "up-a-month"])
+async def test_token_deltas_are_coalesced_and_flushed_before_a_tool_call(
+    uptime_s: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The coalescing must not depend on how long the machine has been up (its monotonic clock's reading).
+    monkeypatch.setattr(updates_module, "time", booted_clock(uptime_s))
     sent: list[Update] = []
 
     async def send(update: Update) -> None:
