@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 import anyio
 import anyio.to_thread
 
-from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFound, TurnNotFound
+from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFound, TurnLockLost, TurnNotFound
 from agent_server.events import EventIds, EventSink
 from agent_server.llm.unavailable import CONFIGURE
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
@@ -354,34 +354,40 @@ class AgentRuntime:
             for manager in mounts:
                 await manager.wait_started()
         wait("an earlier turn of this session to finish")
-        async with hold_session(parts, session, deadline):
-            turn_id = turn_id or new_id("turn")
-            request = TurnRequest(
-                prompt=prompt,
-                session_id=session,
-                trace_id=trace_id or new_id("trace"),
-                max_tool_passes=self.settings.max_tool_passes if max_tool_passes is None else max_tool_passes,
-                timeout_s=timeout,
-                deadline=deadline,
-                trace=trace,
-                model=model,
-                notes=tuple(note for manager in mounts for note in unavailable_notes(manager)),
-                approvals=approvals,
-                turn_id=turn_id,
-                cancel_reason=None if park is None else (lambda: park.expired),
-                begun=begun,
-            )
-            registry = parts.registry if session_tools is None else session_tools.registry
-            deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
-            scope = self._running[turn_id] = anyio.CancelScope()
+        turn_id = turn_id or new_id("turn")
+        try:
+            async with hold_session(parts, session, deadline):
+                request = TurnRequest(
+                    prompt=prompt,
+                    session_id=session,
+                    trace_id=trace_id or new_id("trace"),
+                    max_tool_passes=self.settings.max_tool_passes if max_tool_passes is None else max_tool_passes,
+                    timeout_s=timeout,
+                    deadline=deadline,
+                    trace=trace,
+                    model=model,
+                    notes=tuple(note for manager in mounts for note in unavailable_notes(manager)),
+                    approvals=approvals,
+                    turn_id=turn_id,
+                    cancel_reason=None if park is None else (lambda: park.expired),
+                    begun=begun,
+                )
+                registry = parts.registry if session_tools is None else session_tools.registry
+                deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
+                scope = self._running[turn_id] = anyio.CancelScope()
+                try:
+                    with scope:
+                        return await run_turn(deps, request, on_event or DISCARD)
+                finally:
+                    del self._running[turn_id]
+                # Only a cancel request through the shared store (`_cancel_here`) gets here: the turn stored its
+                # `cancelled` record (shielded) before it stopped.
+                return await parts.store.get_turn(session, turn_id)
+        except TurnLockLost as lost:  # the store recorded the turn as stopped (`failed`): return that record
             try:
-                with scope:
-                    return await run_turn(deps, request, on_event or DISCARD)
-            finally:
-                del self._running[turn_id]
-            # Only a cancel request through the shared store (`_cancel_here`) gets here: the turn stored its
-            # `cancelled` record (shielded) before it stopped.
-            return await parts.store.get_turn(session, turn_id)
+                return await parts.store.get_turn(session, turn_id)
+            except TurnNotFound:  # lost before the turn began
+                raise lost from None
 
     async def start_turn(
         self,
