@@ -14,6 +14,7 @@ import pytest
 from anyio import wait_all_tasks_blocked
 
 from agent_server import AgentRuntime, Settings
+from agent_server.errors import InvalidArgument
 from agent_server.events import AgentEvent
 from agent_server.store import _pg_db
 from agent_server.testing import ScriptedLLM
@@ -178,3 +179,11 @@ async def test_a_replica_that_loses_its_turn_lock_stops_its_turn_before_the_othe
     assert [(t.prompt, t.status) for t in turns] == [("A's prompt", "failed"), ("B's prompt", "completed")]
     assert turns[0].finished_at is not None and turns[0].finished_at <= turns[1].started_at
     assert [m.message.text() for m in history.messages] == ["B's prompt", "B's answer"]  # nothing of A's
+
+
+async def test_a_malformed_task_id_is_an_invalid_argument_before_the_store(tmp_path: Path, url: str) -> None:
+    async with replica(tmp_path, url, "a") as a:
+        for bad in ["task\x00id", "t" * 129, "task id"]:
+            with pytest.raises(InvalidArgument, match="malformed task_id"):
+                await a.shared_task(bad)
+        assert await a.shared_task("T" * 128) is None  # well-formed and unknown
