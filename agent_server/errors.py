@@ -10,7 +10,8 @@ AgentServerError                 base; `type` is the wire name in structuredCont
 ├── ModelError                   the LLM call failed (provider, script, network)
 ├── ToolFailure                  a tool of the agent refused or failed; becomes data for the model
 └── StoreError                   the session store could not read or write
-    └── CompactionConflict       the session was compacted by another process meanwhile
+    ├── CompactionConflict       the session was compacted by another process meanwhile
+    └── TurnLockLost             this process lost a session's turn lock while its turn ran
 ```
 
 Cancellation is never one of these: it propagates through anyio cancel scopes.
@@ -113,4 +114,16 @@ class CompactionConflict(StoreError):
 
     def __init__(self, session_id: str) -> None:
         super().__init__(f"session {session_id!r} was compacted by another process meanwhile")
+        self.session_id = session_id
+
+
+class TurnLockLost(StoreError):
+    """The connection holding a session's turn lock (shared store) was lost while a turn held it: another
+    process may run the session's turns now, so this turn stopped and none of its writes were kept."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"this server lost the connection holding session {session_id!r}'s turn lock, so another server may "
+            "run its turns now: the turn was stopped and its messages were not stored"
+        )
         self.session_id = session_id

@@ -3,8 +3,9 @@
 stdout is the wire and carries only ACP JSON-RPC: while serving, the wire moves to a private
 descriptor and fd 1 points at stderr, so a stray `print` or a child process writing to fd 1 can
 never corrupt the stream (restored on exit). The wire is written through asyncio's pipe transport,
-as the library's own stdio helper does (which would write to fd 1 itself). A line from the client is
-at most `LINE_LIMIT_BYTES`: a longer one ends the connection rather than growing memory.
+as the library's own stdio helper does (which would write to fd 1 itself). Lines are read and written by
+`NdjsonWire` (`acp/wire.py`), not by the library's own framing: a line that is no message is answered
+with a JSON-RPC error and the connection goes on, and a line longer than `MAX_LINE_BYTES` ends it.
 
 Shutdown, either way: the connection closes (its request tasks are cancelled, so running turns are
 recorded `cancelled`), every session's mounted servers stop, and the store closes.
@@ -26,13 +27,11 @@ from acp import Agent
 from acp.agent.connection import AgentSideConnection
 
 from agent_server.acp.agent import AcpAgent
+from agent_server.acp.wire import NdjsonWire
 from agent_server.runtime import AgentRuntime
 from agent_server.settings import Settings
 
 logger = logging.getLogger(__name__)
-
-LINE_LIMIT_BYTES = 16 * 1024 * 1024
-"""The longest JSON-RPC line read from the client (a prompt with embedded files fits)."""
 
 
 async def serve_acp(settings: Settings) -> None:
@@ -57,7 +56,8 @@ async def serve_acp(settings: Settings) -> None:
 async def _listen(agent: AcpAgent) -> None:
     async with _wire() as (reader, writer):
         # The library routes only the methods the agent has (the others answer "method not found").
-        conn = AgentSideConnection(cast(Agent, agent), writer, reader, listening=False, use_unstable_protocol=True)
+        wire = NdjsonWire(reader, writer)
+        conn = AgentSideConnection(cast(Agent, agent), wire, listening=False, use_unstable_protocol=True)
         try:
             await conn.listen()
         finally:
@@ -80,7 +80,7 @@ async def _wire() -> AsyncGenerator[tuple[asyncio.StreamReader, asyncio.StreamWr
     sys.stdout.flush()
     wire = os.dup(1)
     os.dup2(2, 1)
-    reader = asyncio.StreamReader(limit=LINE_LIMIT_BYTES)
+    reader = asyncio.StreamReader()  # read in chunks by `NdjsonWire`, which bounds a line
     read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     write_transport, protocol = await loop.connect_write_pipe(
         asyncio.streams.FlowControlMixin, os.fdopen(wire, "wb", buffering=0, closefd=False)

@@ -8,12 +8,10 @@ deeper than `MAX_ARGUMENT_DEPTH` is not run: the model gets an error result for 
 
 from __future__ import annotations
 
-from typing import Any
-
+from agent_server.nesting import MAX_ARGUMENT_DEPTH, deeper_than
 from agent_server.types import ToolCall
 
-MAX_ARGUMENT_DEPTH = 64
-"""Levels of nested objects and arrays allowed in one call's arguments (the arguments object is level 1)."""
+__all__ = ["MAX_ARGUMENT_DEPTH", "bound_argument_nesting"]
 
 
 def bound_argument_nesting(calls: list[ToolCall]) -> list[ToolCall]:
@@ -22,19 +20,7 @@ def bound_argument_nesting(calls: list[ToolCall]) -> list[ToolCall]:
 
 
 def _bounded(call: ToolCall) -> ToolCall:
-    if not _deeper_than(call.arguments, MAX_ARGUMENT_DEPTH):
+    if not deeper_than(call.arguments, MAX_ARGUMENT_DEPTH):
         return call
     error = f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels of objects and arrays"
     return call.model_copy(update={"arguments": {}, "arguments_error": error})
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    """True when `value` nests objects and arrays more than `limit` deep (iterative: no recursion limit)."""
-    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children: list[Any] = list(item.values() if isinstance(item, dict) else item)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-        stack += [(child, depth + 1) for child in children if isinstance(child, dict | list)]
-    return False

@@ -16,7 +16,7 @@ import anyio.lowlevel
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.loop import drive
 from agent_server.agent.turn_state import TurnState
-from agent_server.errors import CANCELLED, INTERNAL_ERROR, STORE_ERROR, TIMED_OUT, AgentServerError
+from agent_server.errors import CANCELLED, INTERNAL_ERROR, STORE_ERROR, TIMED_OUT, AgentServerError, TurnLockLost
 from agent_server.events import DoneEvent, ErrorEvent, EventSink, TurnEvent
 from agent_server.types import ErrorInfo, SessionHistory, TurnRecord, utc_now
 
@@ -100,6 +100,8 @@ async def _persist(deps: AgentDeps, state: TurnState) -> TurnRecord:
     record = state.record
     try:
         written = await deps.store.finish_turn(record, state.committed)
+    except TurnLockLost:
+        raise  # the store wrote the turn's own record (`failed`); nothing else of it may be written now
     except Exception as exc:
         logger.exception("could not store turn %s; storing a minimal record instead", record.turn_id)
         record = _unstored(record, exc)

@@ -15,6 +15,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, cast
 
 from agent_server.llm.base import ModelRequest, ModelResponse
+from agent_server.nesting import MAX_ARGUMENT_DEPTH, NestedTooDeep, loads_bounded
 from agent_server.settings import OpenAIOptions, Price
 from agent_server.types import ImagePart, Message, TextPart, ToolCall, ToolSpec, Usage, new_id
 
@@ -214,7 +215,9 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     if not raw.strip():
         return {}, None
     try:
-        parsed: object = json.loads(raw)
+        parsed: object = loads_bounded(raw, MAX_ARGUMENT_DEPTH)
+    except NestedTooDeep as exc:
+        return {}, f"arguments are {exc}"
     except ValueError as exc:
         return {}, f"arguments are not valid JSON ({exc}): {raw[:200]!r}"
     if not isinstance(parsed, dict):
@@ -267,7 +270,7 @@ def error_text(body: bytes, redact: Redact) -> str:
     """
     text = body.decode("utf-8", errors="replace").strip()
     try:
-        data: object = json.loads(text)
+        data: object = loads_bounded(text)
     except ValueError:
         data = None
     found = _error_message(data)

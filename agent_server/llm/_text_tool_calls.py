@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any, cast
 
+from agent_server.nesting import MAX_DOCUMENT_DEPTH, exceeds_depth
 from agent_server.types import ToolCall, new_id
 
 _TAGGED = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
@@ -43,6 +44,8 @@ def _json_values(text: str) -> list[Any]:
     decoder = json.JSONDecoder()
     values: list[Any] = []
     index, text = 0, text.strip()
+    if exceeds_depth(text, MAX_DOCUMENT_DEPTH):  # no parse (it would recurse past its limit): an answer
+        return values
     while index < len(text):
         try:
             value, index = decoder.raw_decode(text, index)

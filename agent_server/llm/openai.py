@@ -26,7 +26,6 @@ tells the caller.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from contextlib import aclosing
@@ -54,6 +53,7 @@ from agent_server.llm._secret import Secret, StreamMask
 from agent_server.llm._sse import iter_sse_data
 from agent_server.llm._text_tool_calls import recover_tool_calls
 from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, TextCallback
+from agent_server.nesting import loads_bounded
 from agent_server.redaction import redact_logger
 from agent_server.settings import OpenAIOptions
 
@@ -244,7 +244,7 @@ class OpenAIChatLLM:
 
     def _parse_chunk(self, data: str) -> dict[str, Any]:
         try:
-            chunk = obj(json.loads(data))
+            chunk = obj(loads_bounded(data))
         except ValueError:
             quoted = cut_middle(self._redact_fragments(data), CHUNK_TEXT_MAX)
             raise self._failed(f"malformed stream chunk from {self._shown_url}: {quoted!r}", True) from None
@@ -255,7 +255,7 @@ class OpenAIChatLLM:
 
     def _parse_whole(self, body: bytes) -> Completion:
         try:
-            data = obj(json.loads(body))
+            data = obj(loads_bounded(body))
         except ValueError:
             text = error_text(body, self._redact_fragments)
             raise self._failed(f"response from {self._shown_url} is not JSON: {text}", True) from None

@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from agent_server.errors import ConfigError, ModelError
 from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, TextCallback
+from agent_server.nesting import MAX_ARGUMENT_DEPTH, NestedTooDeep, loads_bounded
 from agent_server.types import ToolCall, Usage
 
 STREAM_CHUNK_CHARS = 16
@@ -194,7 +195,9 @@ class ScriptedLLM:
             reason = exc.strerror if isinstance(exc, OSError) else str(exc)
             raise ConfigError(f"cannot read script file {path}: {reason}") from exc
         try:
-            data: object = json.loads(text)
+            data: object = loads_bounded(text)
+        except NestedTooDeep as exc:  # deep arguments can be written as a JSON string instead
+            raise ConfigError(f"script file {path} is {exc}: write deep arguments as a JSON string") from exc
         except ValueError as exc:
             raise ConfigError(f"script file {path} is not valid JSON: {exc}") from exc
         responses = cast(dict[str, Any], data).get("responses") if isinstance(data, dict) else None
@@ -287,7 +290,9 @@ def _tool_call(spec: ScriptedToolCall, call_id: str) -> ToolCall:
     if isinstance(spec.arguments, dict):
         return ToolCall(id=call_id, name=spec.name, arguments=spec.arguments)
     try:
-        parsed: object = json.loads(spec.arguments)
+        parsed: object = loads_bounded(spec.arguments, MAX_ARGUMENT_DEPTH)
+    except NestedTooDeep as exc:
+        return ToolCall(id=call_id, name=spec.name, arguments_error=f"arguments are {exc}")
     except ValueError as exc:
         return ToolCall(id=call_id, name=spec.name, arguments_error=f"arguments are not valid JSON: {exc}")
     if not isinstance(parsed, dict):

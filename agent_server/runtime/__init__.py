@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 import anyio
 import anyio.to_thread
 
-from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFound, TurnNotFound
+from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFound, TurnLockLost, TurnNotFound
 from agent_server.events import EventIds, EventSink
+from agent_server.ids import check_ids
 from agent_server.llm.unavailable import CONFIGURE
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm, store_opener
@@ -343,6 +344,7 @@ class AgentRuntime:
         from agent_server.agent.context import DISCARD, TurnRequest
         from agent_server.agent.turns import run_turn
 
+        check_ids(session_id=session_id, turn_id=turn_id)
         timeout = timeout_s or self.settings.turn_timeout_s
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         wait = on_wait or ignore_wait
@@ -354,34 +356,40 @@ class AgentRuntime:
             for manager in mounts:
                 await manager.wait_started()
         wait("an earlier turn of this session to finish")
-        async with hold_session(parts, session, deadline):
-            turn_id = turn_id or new_id("turn")
-            request = TurnRequest(
-                prompt=prompt,
-                session_id=session,
-                trace_id=trace_id or new_id("trace"),
-                max_tool_passes=self.settings.max_tool_passes if max_tool_passes is None else max_tool_passes,
-                timeout_s=timeout,
-                deadline=deadline,
-                trace=trace,
-                model=model,
-                notes=tuple(note for manager in mounts for note in unavailable_notes(manager)),
-                approvals=approvals,
-                turn_id=turn_id,
-                cancel_reason=None if park is None else (lambda: park.expired),
-                begun=begun,
-            )
-            registry = parts.registry if session_tools is None else session_tools.registry
-            deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
-            scope = self._running[turn_id] = anyio.CancelScope()
+        turn_id = turn_id or new_id("turn")
+        try:
+            async with hold_session(parts, session, deadline):
+                request = TurnRequest(
+                    prompt=prompt,
+                    session_id=session,
+                    trace_id=trace_id or new_id("trace"),
+                    max_tool_passes=self.settings.max_tool_passes if max_tool_passes is None else max_tool_passes,
+                    timeout_s=timeout,
+                    deadline=deadline,
+                    trace=trace,
+                    model=model,
+                    notes=tuple(note for manager in mounts for note in unavailable_notes(manager)),
+                    approvals=approvals,
+                    turn_id=turn_id,
+                    cancel_reason=None if park is None else (lambda: park.expired),
+                    begun=begun,
+                )
+                registry = parts.registry if session_tools is None else session_tools.registry
+                deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
+                scope = self._running[turn_id] = anyio.CancelScope()
+                try:
+                    with scope:
+                        return await run_turn(deps, request, on_event or DISCARD)
+                finally:
+                    del self._running[turn_id]
+                # Only a cancel request through the shared store (`_cancel_here`) gets here: the turn stored its
+                # `cancelled` record (shielded) before it stopped.
+                return await parts.store.get_turn(session, turn_id)
+        except TurnLockLost as lost:  # the store recorded the turn as stopped (`failed`): return that record
             try:
-                with scope:
-                    return await run_turn(deps, request, on_event or DISCARD)
-            finally:
-                del self._running[turn_id]
-            # Only a cancel request through the shared store (`_cancel_here`) gets here: the turn stored its
-            # `cancelled` record (shielded) before it stopped.
-            return await parts.store.get_turn(session, turn_id)
+                return await parts.store.get_turn(session, turn_id)
+            except TurnNotFound:  # lost before the turn began
+                raise lost from None
 
     async def start_turn(
         self,
@@ -408,6 +416,7 @@ class AgentRuntime:
             SessionNotFound: `session_id` is unknown.
             InvalidArgument: no model is configured, or too many background turns are running.
         """
+        check_ids(session_id=session_id)
         lent = options.get("client_model")
         if self._llm is None and (lent is None or lent.requester is None or options.get("park") is None):
             raise InvalidArgument(
@@ -465,6 +474,7 @@ class AgentRuntime:
             TurnNotFound: neither knows it (turns this runtime no longer follows need their `session_id`).
             SessionNotFound: `session_id` is unknown.
         """
+        check_ids(turn_id=turn_id, session_id=session_id)
         handle = self.background_turn(turn_id)
         if handle is not None:
             return handle.record
@@ -500,6 +510,7 @@ class AgentRuntime:
             TurnNotFound: no background turn of this runtime has that id (nor, shared, any stored turn).
             InvalidArgument: the turn has ended already.
         """
+        check_ids(turn_id=turn_id)
         handle = self.background_turn(turn_id)
         if handle is None:
             return await self._cancel_elsewhere(turn_id, timeout_s)
@@ -515,6 +526,7 @@ class AgentRuntime:
 
     async def shared_task(self, task_id: str) -> SharedTask | None:
         """A task another process sharing the store created (see `share_task`), or None."""
+        check_ids(task_id=task_id)
         if self.settings.store_url is None or (shared := (await self._ready()).shared) is None:
             return None
         return await shared.shared_task(task_id)
@@ -576,6 +588,7 @@ class AgentRuntime:
         from agent_server.agent.context import DISCARD
         from agent_server.agent.preflight import compact_session
 
+        check_ids(session_id=session_id)
         parts = await self._ready()
         ids: EventIds = {
             "turn_id": new_id("compact"),
@@ -672,21 +685,25 @@ class AgentRuntime:
         return [marked(parts, connection, s) for s in sessions], next_cursor
 
     async def get_session(self, session_id: str, *, connection: str | None = DEFAULT_CONNECTION) -> SessionInfo:
+        check_ids(session_id=session_id)
         parts = await self._ready()
         return marked(parts, connection, await parts.store.get_session(session_id))
 
     async def switch_session(self, session_id: str, *, connection: str | None = DEFAULT_CONNECTION) -> SessionInfo:
         """Make `session_id` the connection's current session."""
+        check_ids(session_id=session_id)
         parts = await self._ready()
         return make_current(parts, connection, await parts.store.get_session(session_id))
 
     async def fork_session(
         self, session_id: str, *, at_turn: str | None = None, title: str | None = None
     ) -> SessionInfo:
+        check_ids(session_id=session_id, at_turn=at_turn)
         parts = await self._ready()
         return await parts.store.fork_session(session_id, at_turn=at_turn, title=title)
 
     async def delete_session(self, session_id: str) -> None:
+        check_ids(session_id=session_id)
         parts = await self._ready()
         await parts.store.delete_session(session_id)
         parts.current.forget(session_id)
@@ -698,6 +715,7 @@ class AgentRuntime:
             SessionNotFound: `session_id` is unknown.
             InvalidArgument: no `session_id` and the connection has no current session.
         """
+        check_ids(session_id=session_id)
         parts = await self._ready()
         if session_id is not None:
             return (await parts.store.get_session(session_id)).session_id
@@ -711,6 +729,7 @@ class AgentRuntime:
     ) -> tuple[list[TurnRecord], str | None]:
         """One page of the session's turns; a background turn of this runtime's as it is now (its live
         status, e.g. `awaiting_input`), the others as stored."""
+        check_ids(session_id=session_id)
         turns, next_cursor = await (await self._ready()).store.list_turns(session_id, cursor=cursor, limit=limit)
         return [self._live(turn) for turn in turns], next_cursor
 
@@ -719,23 +738,28 @@ class AgentRuntime:
         return handle.record if handle is not None and not handle.done else stored
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        check_ids(session_id=session_id, turn_id=turn_id)
         return await (await self._ready()).store.get_turn(session_id, turn_id)
 
     async def list_messages(
         self, session_id: str, *, cursor: str | None = None, limit: int = 50
     ) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
         """One page of the session's stored messages, archived ones included (with their flag)."""
+        check_ids(session_id=session_id)
         return await (await self._ready()).store.list_messages(session_id, cursor=cursor, limit=limit)
 
     async def list_compactions(self, session_id: str) -> list[CompactionRecord]:
+        check_ids(session_id=session_id)
         return await (await self._ready()).store.list_compactions(session_id)
 
     async def summary(self, session_id: str) -> str | None:
         """The session's latest compaction summary."""
+        check_ids(session_id=session_id)
         return (await (await self._ready()).store.load_history(session_id)).summary
 
     async def history(self, session_id: str) -> SessionHistory:
         """The session's live context: its latest compaction summary and the messages after it."""
+        check_ids(session_id=session_id)
         return await (await self._ready()).store.load_history(session_id)
 
     async def agent_tools(self, *, session_tools: SessionTools | None = None) -> ToolsReport:

@@ -39,7 +39,7 @@ import mcp_types as types
 from mcp import MCPError
 from pydantic import Field
 
-from agent_server.errors import AgentServerError
+from agent_server.errors import AgentServerError, InvalidArgument
 from agent_server.runtime import AgentRuntime
 from agent_server.server import tool_specs as specs
 from agent_server.server.connections import connection_key
@@ -115,7 +115,10 @@ class TaskRegistry:
         entry = self.get(task_id, owner)
         if entry is not None or owner is not None:
             return entry
-        shared = await runtime.shared_task(task_id)
+        try:
+            shared = await runtime.shared_task(task_id)
+        except InvalidArgument as exc:  # a malformed task id (the runtime checks ids)
+            raise MCPError(types.INVALID_PARAMS, exc.message) from None
         if shared is None:
             return None
         detail: specs.Detail = "full" if shared.detail == "full" else "summary"

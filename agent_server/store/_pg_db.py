@@ -88,7 +88,16 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_by_session ON tasks (session_id);
 """
 """Version 2 shares MCP tasks without a connection (2026-07-28 over HTTP) between replicas: `SharedTask`."""
-_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
+_V2_TO_V3 = """
+CREATE TABLE turn_leases (
+    session_id TEXT PRIMARY KEY,
+    epoch BIGINT NOT NULL,
+    holder BIGINT
+);
+"""
+"""Version 3 fences the turn lock: each session's lease epoch, bumped by each new holder, and the holder's
+`owner_key` (NULL once released). See `claim_lease`."""
+_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2, _V2_TO_V3]  # _MIGRATIONS[n] takes version n to n + 1: append to migrate
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -146,6 +155,46 @@ async def _interrupt_turns_of(conn: Conn, owner_key: int) -> int:
             (stopped.status, common.dump(stopped), ordinal),
         )
     return len(rows)
+
+
+# --- turn leases: the fencing token of a session's turn lock --------------------------
+
+
+async def claim_lease(conn: Conn, session_id: str, me: int, *, take_over: bool) -> int | None:
+    """Become the session's lease holder and return the new epoch; None while another holder has it.
+
+    Called by the holder of the session's turn lock. A lease still held by another replica means that
+    replica lost its lock connection while its turn ran and has not stopped it yet: the caller waits
+    (`None`) unless that replica is gone or `take_over` (it had the time to notice). A session that
+    does not exist gets no lease (epoch 0): every write to it fails as it would anyway.
+    """
+    if await one(conn, "SELECT 1 FROM sessions WHERE session_id = %s", (session_id,)) is None:
+        return 0
+    row = await one(conn, "SELECT epoch, holder FROM turn_leases WHERE session_id = %s FOR UPDATE", (session_id,))
+    if row is not None and row[1] is not None and row[1] != me and not take_over:
+        gone = await one(conn, "SELECT pg_try_advisory_xact_lock(%s)", (row[1],))  # its liveness lock is free
+        if not (gone and gone[0]):
+            return None
+    claimed = await one(
+        conn,
+        "INSERT INTO turn_leases (session_id, epoch, holder) VALUES (%s, 1, %s) ON CONFLICT (session_id)"
+        " DO UPDATE SET epoch = turn_leases.epoch + 1, holder = excluded.holder RETURNING epoch",
+        (session_id, me),
+    )
+    assert claimed is not None
+    return int(claimed[0])
+
+
+async def holds_lease(conn: Conn, session_id: str, epoch: int) -> bool:
+    """Whether `epoch` is still the session's lease; the row stays share-locked until the caller commits,
+    so no new holder can take the lease between this check and the caller's write."""
+    row = await one(conn, "SELECT epoch FROM turn_leases WHERE session_id = %s FOR SHARE", (session_id,))
+    return row is not None and row[0] == epoch
+
+
+async def release_lease(conn: Conn, session_id: str, epoch: int) -> None:
+    """Give the lease up (a later holder's lease is left alone)."""
+    await conn.execute("UPDATE turn_leases SET holder = NULL WHERE session_id = %s AND epoch = %s", (session_id, epoch))
 
 
 # --- queries shared by the store's methods --------------------------------------------

@@ -20,7 +20,9 @@ Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` chec
   still running is not copied (forking at one is an `InvalidArgument`), so the fork never holds
   a `running` turn that nothing will finish. The summary and archive marks in force are kept
   while every message they could cover is in the fork, i.e. up to the first message left out.
-- Every method raises `SessionNotFound` for an unknown session id, except `finish_turn`.
+- Every method raises `SessionNotFound` for an unknown session id, except `finish_turn`. Ids reach a store
+  well-formed (`agent_server.ids`, checked where they enter, in the runtime); every such id, the longest
+  included, is stored or not found, never a `StoreError`.
 - `remember_approval` keeps an `allow_session` answer for (session, agent-side tool name) until the
   session is deleted; `approved_tools` lists the session's. A fork does not inherit them (approval was
   given for the conversation it was given in).

@@ -10,6 +10,13 @@ Across replicas (DESIGN 5, "Scale-out"):
 - Turn order: `hold_turn` takes `pg_advisory_lock(LOCK_SPACE, hashtext(session_id))` on a connection
   of its own and keeps it for the turn; a turn of the same session on another replica waits there
   (bounded by its deadline). The lock goes with its connection, also when the replica dies.
+- Fencing: the lock also goes when only its connection dies (killed, network lost) while this replica
+  runs the turn, so the holder claims a lease too (`turn_leases`: an epoch bumped by each new holder).
+  Every write the turn makes to its session (begin, final record and history, compaction) checks in its
+  transaction that the epoch is still its own, else raises `TurnLockLost` and writes only the turn's own
+  record (`failed`). The holder checks its lock connection every `LOCK_CHECK_S` and stops the block
+  (`TurnLockLost`) when it is gone; a new holder waits for a live previous holder to give the lease up
+  (it has stopped its turn), at most `LEASE_DRAIN_S`, so a session's turns never overlap.
 - Liveness: each store holds a session-level advisory lock on a random 63-bit key (its `owner_key`,
   stored with every turn it begins) on its *owner connection*, for its lifetime. A running turn whose
   owner's lock can be taken belongs to a replica that is gone: it is marked `interrupted` when a store
@@ -31,6 +38,7 @@ import math
 import secrets
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -38,7 +46,14 @@ import psycopg
 import psycopg_pool
 from psycopg_pool import AsyncConnectionPool
 
-from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError
+from agent_server.errors import (
+    STORE_ERROR,
+    CompactionConflict,
+    InvalidArgument,
+    SessionNotFound,
+    StoreError,
+    TurnLockLost,
+)
 from agent_server.redaction import redact_url
 from agent_server.store import _common as common
 from agent_server.store import _pg_db as db
@@ -46,6 +61,7 @@ from agent_server.store._pg_db import Conn
 from agent_server.store.base import SharedTask
 from agent_server.types import (
     CompactionRecord,
+    ErrorInfo,
     Message,
     SessionHistory,
     SessionInfo,
@@ -65,6 +81,25 @@ TURN_CONNECTIONS = 32
 CONNECT_TIMEOUT_S = 10
 RECONNECT_MAX_S = 30.0
 """The longest pause between attempts to connect the lost owner connection again."""
+LOCK_CHECK_S = 1.0
+"""How often a turn lock's holder checks that the lock's connection still lives (a `SELECT 1`)."""
+LOCK_CHECK_TIMEOUT_S = 5.0
+"""A check not answered within this counts as a lost connection (the network is gone)."""
+LEASE_DRAIN_S = LOCK_CHECK_S + LOCK_CHECK_TIMEOUT_S + 5.0
+"""The longest a new holder waits for a live previous holder, which lost its lock connection, to stop its
+turn and give the lease up: its check notices within `LOCK_CHECK_S + LOCK_CHECK_TIMEOUT_S`. Past it the
+lease is taken over (the fencing alone then keeps the old holder's writes out)."""
+LEASE_POLL_S = 0.1
+
+
+@dataclass
+class _Lease:
+    """This store's hold of a session's turn lock: the lock's connection and the lease epoch it claimed."""
+
+    conn: Conn
+    epoch: int
+    lost: bool = False
+    """The lock connection was found dead: the turn must stop, and its writes are refused."""
 
 
 class PostgresStore:
@@ -81,6 +116,8 @@ class PostgresStore:
         self.instance_id = f"own_pg_{key:016x}"
         self._ended: dict[str, set[anyio.Event]] = {}
         """turn id -> the events of the `wait_ended` calls waiting for it."""
+        self._leases: dict[str, _Lease] = {}
+        """session id -> this store's hold of its turn lock (one at a time: turns of a session queue in-process)."""
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:
@@ -167,7 +204,7 @@ class PostgresStore:
     async def delete_session(self, session_id: str) -> None:
         async def run(conn: Conn) -> None:
             await db.require_session(conn, session_id, lock=True)
-            for table in ("messages", "turns", "compactions", "approvals", "tasks", "sessions"):
+            for table in ("messages", "turns", "compactions", "approvals", "tasks", "turn_leases", "sessions"):
                 await conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
 
         await self._run(run)
@@ -211,6 +248,8 @@ class PostgresStore:
 
         async def run(conn: Conn) -> SessionHistory:
             await db.require_session(conn, record.session_id, lock=True)
+            if not await self._holds_lease(conn, record.session_id):
+                raise TurnLockLost(record.session_id)
             await db.interrupt_dead_owners(conn, self.owner_key, record.session_id)
             history = await _history(conn, record.session_id)
             try:
@@ -234,14 +273,24 @@ class PostgresStore:
         return await self._run(run)
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
-        """Write the final record and append `messages` in one transaction; False if the session is gone."""
+        """Write the final record and append `messages` in one transaction; False if the session is gone.
 
-        async def run(conn: Conn) -> bool:
+        Raises:
+            TurnLockLost: this store held the session's turn lock and lost it; only the turn's own record
+                was written, as `failed` (a `running` record without messages, a turn queued behind the
+                lock, is no write of the session and is not refused).
+        """
+
+        async def run(conn: Conn) -> bool | None:
             session_id = record.session_id
             try:
                 await db.require_session(conn, session_id, lock=True)
             except SessionNotFound:
                 return False
+            fenced = bool(messages) or record.status != "running"
+            if fenced and not await self._holds_lease(conn, session_id):
+                await self._store_stopped(conn, _lock_lost(record))
+                return None
             await conn.execute(
                 "INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key)"
                 " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id, turn_id)"
@@ -258,7 +307,28 @@ class PostgresStore:
             await conn.execute("SELECT pg_notify(%s, %s)", (db.ENDED_CHANNEL, record.turn_id))
             return True
 
-        return await self._run(run)
+        written = await self._run(run)
+        if written is None:
+            raise TurnLockLost(record.session_id)
+        return written
+
+    async def _store_stopped(self, conn: Conn, record: TurnRecord) -> None:
+        """Write only the turn's own row (none of the session's history)."""
+        await conn.execute(
+            "INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key)"
+            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id, turn_id)"
+            " DO UPDATE SET status = excluded.status, record = excluded.record",
+            (record.session_id, record.turn_id, record.status, common.dump(record), self.instance_id, self.owner_key),
+        )
+        await conn.execute("SELECT pg_notify(%s, %s)", (db.ENDED_CHANNEL, record.turn_id))
+
+    async def _holds_lease(self, conn: Conn, session_id: str) -> bool:
+        """False when this store held the session's turn lock and lost it (the fencing check of every write
+        the lock's holder makes to the session); True when it holds it, or holds no lock of the session."""
+        lease = self._leases.get(session_id)
+        if lease is None:
+            return True
+        return not lease.lost and await db.holds_lease(conn, session_id, lease.epoch)
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
         return await self._run(lambda conn: self._turn(conn, session_id, turn_id))
@@ -316,20 +386,74 @@ class PostgresStore:
             StoreError: no connection could be had, or the database failed.
         """
         conn: Conn | None = None
-        acquired = False
+        lease: _Lease | None = None
         try:
             with anyio.CancelScope(deadline=deadline):
                 try:
                     conn = await self._turns.getconn()
                     await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (db.LOCK_SPACE, session_id))
+                    lease = _Lease(conn, await self._claim(conn, session_id))
                 except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                     raise StoreError(f"session store: cannot take the turn lock: {_reason(exc, '')}") from exc
-                acquired = True
-            yield acquired
+            if lease is None:
+                yield False
+                return
+            self._leases[session_id] = lease
+            async with self._watching(lease, session_id):
+                yield True
         finally:
-            if conn is not None:
-                with anyio.CancelScope(shield=True):
+            if lease is not None:
+                self._leases.pop(session_id, None)
+            with anyio.CancelScope(shield=True):
+                if lease is not None:
+                    await self._release(lease, session_id)
+                if conn is not None:
                     await self._turns.putconn(conn)  # its reset drops the lock (a broken one is closed)
+
+    async def _claim(self, conn: Conn, session_id: str) -> int:
+        """The session's lease, claimed on the lock's connection; waits (at most `LEASE_DRAIN_S`) while a
+        live replica that lost this lock still holds it."""
+        give_up = anyio.current_time() + LEASE_DRAIN_S
+        while True:
+            async with conn.transaction():
+                take_over = anyio.current_time() >= give_up
+                epoch = await db.claim_lease(conn, session_id, self.owner_key, take_over=take_over)
+            if epoch is not None:
+                return epoch
+            await anyio.sleep(LEASE_POLL_S)
+
+    async def _release(self, lease: _Lease, session_id: str) -> None:
+        """Give the lease up: on the lock's connection, or (it is lost) on a pooled one."""
+        if not lease.lost and not lease.conn.broken:
+            try:
+                await db.release_lease(lease.conn, session_id, lease.epoch)
+                return
+            except psycopg.Error:
+                pass  # lost just now: on a pooled connection, then
+        try:
+            await self._run(lambda conn: db.release_lease(conn, session_id, lease.epoch))
+        except StoreError as exc:  # the next holder takes it over after LEASE_DRAIN_S
+            logger.warning("could not release the turn lease of session %s: %s", session_id, exc.message)
+
+    @asynccontextmanager
+    async def _watching(self, lease: _Lease, session_id: str) -> AsyncGenerator[None]:
+        """Run the block while the lock's connection lives; once it is found dead, cancel the block and
+        raise `TurnLockLost` (unless the block raised something else meanwhile)."""
+        block = anyio.CancelScope()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_watch_lock, lease, block)
+                try:
+                    with block:
+                        yield
+                finally:
+                    tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the task group wraps what the block raised
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from group.exceptions[0].__cause__
+            raise
+        if block.cancelled_caught:
+            raise TurnLockLost(session_id)
 
     async def request_cancel(self, turn_id: str) -> None:
         """Ask whichever replica runs the turn to cancel it (NOTIFY; the runtime there acts on it)."""
@@ -438,6 +562,8 @@ class PostgresStore:
 
         async def run(conn: Conn) -> None:
             await db.require_session(conn, session_id, lock=True)
+            if not await self._holds_lease(conn, session_id):
+                raise TurnLockLost(session_id)
             if not record.dry_run and await db.archived_since(conn, session_id, live_from_seq):
                 raise CompactionConflict(session_id)
             await conn.execute(
@@ -514,6 +640,29 @@ async def _connect_owner(url: str, key: int, *, migrate: bool) -> Conn:
         await owner.close()
         raise
     return owner
+
+
+async def _watch_lock(lease: _Lease, block: anyio.CancelScope) -> None:
+    """Check the lock's connection every `LOCK_CHECK_S`; when it is gone, mark the lease lost and cancel
+    `block` (another replica may take the lock, and will wait for the lease, at once)."""
+    while True:
+        await anyio.sleep(LOCK_CHECK_S)
+        try:
+            with anyio.fail_after(LOCK_CHECK_TIMEOUT_S):
+                await lease.conn.execute("SELECT 1")
+        except (psycopg.Error, TimeoutError) as exc:
+            logger.error("lost the connection holding a turn lock (%s): stopping its turn", _reason(exc, ""))
+            lease.lost = True
+            block.cancel()
+            return
+
+
+def _lock_lost(record: TurnRecord) -> TurnRecord:
+    """The record of a turn stopped because its process lost the session's turn lock."""
+    error = ErrorInfo(type=STORE_ERROR, message=TurnLockLost(record.session_id).message)
+    return record.model_copy(
+        update={"status": "failed", "finished_at": record.finished_at or utc_now(), "error": error}
+    )
 
 
 async def _unlock_all(conn: Conn) -> None:

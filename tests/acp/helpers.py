@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 from acp import spawn_agent_process
 from acp.client.connection import ClientSideConnection
+from acp.connection import StreamEvent
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
 from tests.subprocess.helpers import ServerDirs, server_env
@@ -80,14 +81,24 @@ def acp_argv(dirs: ServerDirs, responses: Sequence[dict[str, Any]], *extra: str)
 
 @asynccontextmanager
 async def spawned(
-    dirs: ServerDirs, responses: Sequence[dict[str, Any]], *extra: str, client: RecordingClient | None = None
+    dirs: ServerDirs,
+    responses: Sequence[dict[str, Any]],
+    *extra: str,
+    client: RecordingClient | None = None,
+    observers: Sequence[Callable[[StreamEvent], None]] = (),
 ) -> AsyncGenerator[tuple[ClientSideConnection, RecordingClient]]:
-    """The agent process and an initialized client connection to it."""
+    """The agent process and an initialized client connection to it (`observers` see every raw message)."""
     recorder = client or RecordingClient()
     command, *args = acp_argv(dirs, responses, *extra)
     with anyio.fail_after(WAIT_S):
         async with spawn_agent_process(
-            recorder, command, *args, env=server_env(), cwd=str(dirs.root), use_unstable_protocol=True
+            recorder,
+            command,
+            *args,
+            env=server_env(),
+            cwd=str(dirs.root),
+            use_unstable_protocol=True,
+            observers=list(observers),
         ) as (conn, process):
             recorder.process = process
             await conn.initialize(protocol_version=1)

@@ -11,6 +11,7 @@ import acp
 import anyio
 import pytest
 from acp import RequestError
+from acp.connection import StreamDirection, StreamEvent
 from acp.schema import McpServerStdio
 
 from tests.acp.helpers import READ_ROUND, WAIT_S, RecordingClient, make_workspace, spawned
@@ -344,3 +345,38 @@ async def test_cancel_resolves_a_pending_permission_request_as_cancelled(dirs: S
     assert turn["status"] == "cancelled"
     assert [(a["tool"], a["decision"]) for a in turn["approvals"]] == [("write_file", "cancelled")]
     assert not (project / "out.txt").exists()
+
+
+NOT_MESSAGES = [b"[1,2,3]", b"5", b'"s"', b"null", b"true", b"[]", b'[{"jsonrpc":"2.0","id":7,"method":"x"}]']
+"""Lines that are valid JSON but no JSON-RPC message object (ACP has no batches)."""
+UNROUTABLE = [b'{"jsonrpc":"2.0","id":[1],"result":1}', b'{"jsonrpc":"2.0","id":3,"method":5}', b'{"jsonrpc":"2.0"}']
+"""Objects whose `id` or `method` the connection cannot use, or that are neither request nor response."""
+
+
+async def test_lines_that_are_no_message_are_answered_as_invalid_and_the_sessions_go_on(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    errors: list[dict[str, Any]] = []
+    answered = anyio.Event()
+
+    def observe(event: StreamEvent) -> None:
+        if event.direction == StreamDirection.INCOMING and event.message.get("id", 0) is None:
+            errors.append(event.message)
+            if len(errors) == len(NOT_MESSAGES) + len(UNROUTABLE) + 1:
+                answered.set()
+
+    async with spawned(dirs, [*READ_ROUND], observers=[observe]) as (conn, client):
+        stdin = client.process.stdin
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        for line in [*NOT_MESSAGES, b"not json", *UNROUTABLE]:
+            stdin.write(line + b"\n")
+            assert (await conn.list_sessions()).sessions[0].session_id == session  # a real request between
+        with anyio.fail_after(WAIT_S):
+            await answered.wait()
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("What is the secret word?")])
+
+    assert response.stop_reason == "end_turn" and turn_of(response)["final_text"] == "The word is pomegranate."
+    codes = [e["error"]["code"] for e in errors]
+    assert codes == [-32600] * len(NOT_MESSAGES) + [-32700] + [-32600] * len(UNROUTABLE)
+    assert all(e["jsonrpc"] == "2.0" and e["id"] is None for e in errors)
+    assert "batches are not supported" in errors[0]["error"]["message"]
+    assert "not a number" in errors[1]["error"]["message"]

@@ -4,10 +4,12 @@ client over a socket pair."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import cast
 
 import acp
 import anyio
@@ -16,12 +18,13 @@ from acp.agent.connection import AgentSideConnection
 from acp.client.connection import ClientSideConnection
 from acp.schema import HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 
+import agent_server.acp.updates as updates_module
 from agent_server.acp.commands import parse_command
 from agent_server.acp.mcp_servers import mount_configs
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import prompt_text
-import agent_server.acp.updates as updates_module
 from agent_server.acp.updates import TurnUpdates, Update, replay, tool_kind
+from agent_server.acp.wire import NdjsonWire, parse_message
 from agent_server.approvals import ApprovalRequest
 from agent_server.errors import InvalidArgument
 from agent_server.events import DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
@@ -199,3 +202,41 @@ async def test_permission_choices_map_to_the_gate_decisions(choice: str | None, 
     assert (tool_call.tool_call_id, tool_call.kind, tool_call.raw_input["path"]) == ("c1", "edit", "a.py")
     assert tool_call.title.startswith("Allow the agent to run edit_file?")
     assert [o.kind for o in options] == ["allow_once", "allow_always", "reject_once", "reject_always"]
+
+
+async def test_the_wire_ends_at_a_line_longer_than_its_limit_keeping_the_lines_before_it() -> None:
+    reader = asyncio.StreamReader()
+    first = b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}'
+    reader.feed_data(first + b"\n" + b"x" * 4096 + b"\n" + first + b"\n")
+    reader.feed_eof()
+    wire = NdjsonWire(reader, cast(asyncio.StreamWriter, None), max_line_bytes=1024)  # nothing is answered here
+
+    assert await wire.receive() == json.loads(first)
+    assert await wire.receive() is None  # the stream cannot resynchronise after a cut line: it ends
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, -32700),  # deeper than the parser goes: no message, not a crash
+        (b"\xff\xfe", -32700),
+        (b'{"jsonrpc":"2.0","id":true,"method":"x"}', -32600),
+        (b'{"jsonrpc":"2.0","id":{},"result":null}', -32600),
+    ],
+    ids=["nested-100000", "not-utf8", "boolean-id", "object-id"],
+)
+def test_lines_that_are_no_routable_message_get_their_json_rpc_error(line: bytes, code: int) -> None:
+    message, error = parse_message(line)
+    assert message is None and error is not None and error["code"] == code
+
+
+def test_requests_notifications_and_responses_pass_the_wire_unchanged() -> None:
+    for text in [
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}',
+        '{"jsonrpc":"2.0","id":"a","method":"session/new"}',
+        '{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}',
+        '{"jsonrpc":"2.0","id":0,"result":{"outcome":{"outcome":"cancelled"}}}',
+        '{"jsonrpc":"2.0","id":0,"error":{"code":-32603,"message":"no"}}',
+    ]:
+        assert parse_message(text.encode()) == (json.loads(text), None)
+    assert parse_message(b"  ") == (None, None)

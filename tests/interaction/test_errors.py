@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from mcp import MCPError
 
 from tests.interaction.harness import MODES, connect
+from tests.pg import fresh_schema
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", MODES)]
 
@@ -120,3 +122,43 @@ async def test_a_state_dir_that_is_a_file_is_a_store_error(tmp_path: Path, mode:
         message = result.content[0].text
         assert "cannot open the session store" in message and "not a directory" in message
         assert "Errno" not in message
+
+
+MALFORMED_IDS = ["ses_\x00nul", "ses_\x1b[2J", "ses one", "ses_\u200bzero", "s" * 129, "x" * 100_000, ""]
+ID_CALLS: list[tuple[str, str]] = [
+    ("run_turn", "session_id"),
+    ("session_get", "session_id"),
+    ("session_switch", "session_id"),
+    ("session_fork", "session_id"),
+    ("session_fork", "at_turn"),
+    ("session_delete", "session_id"),
+    ("compact", "session_id"),
+    ("turn_get", "turn_id"),
+    ("turn_get", "session_id"),
+    ("turn_wait", "turn_id"),
+    ("turn_cancel", "turn_id"),
+]
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+async def test_a_malformed_id_is_an_invalid_argument_on_every_store(tmp_path: Path, mode: str, store: str) -> None:
+    with contextlib.ExitStack() as stack:
+        store_url = stack.enter_context(fresh_schema()) if store == "postgres" else None
+        async with connect(tmp_path, [{"content": "still alive"}], mode=mode, store_url=store_url) as h:
+            session = (await h.call("session_create", {})).structured_content["session_id"]
+            valid = {"prompt": "x", "session_id": session, "turn_id": "turn_0123456789abcdef"}
+            results: list[tuple[str, str, Any]] = []
+            for tool, field in ID_CALLS:
+                needed = {"run_turn": ["prompt", "session_id"], "session_fork": ["session_id"]}.get(tool, [])
+                base = {k: valid[k] for k in ("turn_id", *needed) if k in needed or tool.startswith("turn_")}
+                for bad in MALFORMED_IDS:
+                    results.append((f"{tool}.{field}", bad, await h.call(tool, {**base, field: bad})))
+            alive = await h.call("run_turn", {"prompt": "are you there?", "session_id": session})
+    for where, bad, result in results:
+        text = result.content[0].text
+        assert result.is_error is True, (where, bad[:20])
+        assert result.structured_content["error"]["type"] == "invalid_argument", (where, text)
+        field = where.split(".")[1]
+        assert (f"malformed {field}" if bad else field) in text, (where, text)
+        assert "\x00" not in text and len(text) < 400
+    assert alive.structured_content["final_text"] == "still alive"

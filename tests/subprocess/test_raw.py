@@ -93,3 +93,27 @@ async def test_raw_transcript_replays_and_stdout_carries_only_json_rpc(tmp_path:
     assert any("agent_server" in line for line in debug_lines), report.stderr[-2000:]
     assert not any("DEBUG" in line for line in report.lines)
     assert report.returncode == 0
+
+
+NOT_MESSAGES = [
+    *(b"[1,2,3]", b"5", b'"s"', b"null", b"true", b"[]", b"not json"),
+    b'{"jsonrpc":"2.0","id":[1],"result":1}',
+]
+"""Lines that are no JSON-RPC message the server can route (the ACP door answers the same lines, tests/acp/)."""
+
+
+async def test_lines_that_are_no_message_leave_the_stdio_server_serving(dirs: ServerDirs) -> None:
+    # The SDK parses each line itself and drops (logs) one that is no JSON-RPC message; the process goes on.
+    replay = load_replay()
+    with anyio.fail_after(30):
+        async with replay.RawServer.spawn(dirs.argv([]), cwd=dirs.root, env=server_env()) as raw:
+            await raw.request(INITIALIZE)
+            await raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            for request_id, line in enumerate(NOT_MESSAGES, start=1):
+                assert raw.process.stdin is not None
+                await raw.process.stdin.send(line + b"\n")
+                answer, others = await raw.request(tools_call(request_id, "session_list", {}))
+                assert answer["result"]["structuredContent"]["sessions"] == [], line
+                assert others == []  # no stray answer, and nothing else
+            assert await raw.finish() == 0
+        assert not raw.invalid

@@ -296,3 +296,11 @@ def test_bad_response_entries_are_config_errors(entry: object, problem: str) -> 
     with pytest.raises(ConfigError) as info:
         ScriptedLLM([entry])  # type: ignore[list-item]
     assert problem in info.value.message
+
+
+def test_a_script_file_nested_too_deep_is_a_config_error_saying_how_to_write_it(tmp_path: Path) -> None:
+    deep = '{"a":' * 100_000 + "{}" + "}" * 100_000
+    path = tmp_path / "deep.json"
+    path.write_text('{"responses": [{"tool_calls": [{"name": "t", "arguments": ' + deep + "}]}]}")
+    with pytest.raises(ConfigError, match="nested deeper than 256 levels.*as a JSON string"):
+        ScriptedLLM.from_file(path)

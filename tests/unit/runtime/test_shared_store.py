@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 from anyio import wait_all_tasks_blocked
 
 from agent_server import AgentRuntime, Settings
+from agent_server.errors import InvalidArgument
 from agent_server.events import AgentEvent
+from agent_server.store import _pg_db
 from agent_server.testing import ScriptedLLM
 from agent_server.types import TurnRecord
 from tests.pg import fresh_schema
@@ -129,3 +132,58 @@ async def test_waiting_on_the_other_replica_returns_once_the_turn_ended(tmp_path
                 assert not waited  # B waits for the turn that runs on A
                 handle.cancel()
         assert [r.status for r in waited] == ["cancelled"]
+
+
+async def _kill_turn_lock(url: str, session_id: str) -> None:
+    """End, on the server, the connection holding the session's turn lock (as a network failure would)."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
+            " AND granted AND classid = %s AND objid = (hashtext(%s))::oid",
+            (_pg_db.LOCK_SPACE, session_id),
+        )
+        assert await cursor.fetchall() == [(True,)]
+
+
+async def test_a_replica_that_loses_its_turn_lock_stops_its_turn_before_the_other_begins(
+    tmp_path: Path, url: str
+) -> None:
+    answer = {"content": "B's answer"}
+    async with replica(tmp_path, url, "a", SLOW) as a, replica(tmp_path, url, "b", answer) as b:
+        session = (await a.create_session(title="s")).session_id
+        started = Started()
+        ended: list[TurnRecord] = []
+        seen_when_b_began: list[TurnRecord] = []
+
+        async def on_b_event(event: AgentEvent) -> None:
+            if event.type == "turn":  # B's turn has begun: A's must be over, and stored so
+                seen_when_b_began.append(await b.find_turn(started.turn_id))
+
+        async def run_a() -> None:
+            ended.append(await a.run_turn("A's prompt", session_id=session, on_event=started))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(run_a)
+                await started.begun.wait()
+                group.start_soon(lambda: b.run_turn("B's prompt", session_id=session, on_event=on_b_event))
+                await wait_all_tasks_blocked()  # B waits for the session's turn lock
+                await _kill_turn_lock(url, session)
+        turns, _ = await b.list_turns(session)
+        history = await b.history(session)
+
+    (stopped,) = ended
+    assert stopped.status == "failed" and stopped.error is not None and stopped.error.type == "store_error"
+    assert "lost the connection holding session" in stopped.error.message and "turn lock" in stopped.error.message
+    assert [t.status for t in seen_when_b_began] == ["failed"]  # A stopped and stored before B began
+    assert [(t.prompt, t.status) for t in turns] == [("A's prompt", "failed"), ("B's prompt", "completed")]
+    assert turns[0].finished_at is not None and turns[0].finished_at <= turns[1].started_at
+    assert [m.message.text() for m in history.messages] == ["B's prompt", "B's answer"]  # nothing of A's
+
+
+async def test_a_malformed_task_id_is_an_invalid_argument_before_the_store(tmp_path: Path, url: str) -> None:
+    async with replica(tmp_path, url, "a") as a:
+        for bad in ["task\x00id", "t" * 129, "task id"]:
+            with pytest.raises(InvalidArgument, match="malformed task_id"):
+                await a.shared_task(bad)
+        assert await a.shared_task("T" * 128) is None  # well-formed and unknown

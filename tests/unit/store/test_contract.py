@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError, TurnNotFound
+from agent_server.ids import ID_MAX_CHARS, check_ids
 from agent_server.store.base import SessionStore
 from agent_server.types import (
     ErrorInfo,
@@ -156,6 +157,30 @@ UNKNOWN_SESSION_CALLS: dict[str, Callable[[SessionStore], Awaitable[Any]]] = {
 async def test_unknown_session_raises_session_not_found(store: SessionStore, method: str) -> None:
     with pytest.raises(SessionNotFound):
         await UNKNOWN_SESSION_CALLS[method](store)
+
+
+WELL_FORMED_EDGES = ["a", "-", "_", "Z" * ID_MAX_CHARS, "AZaz09_-", "ses_0123456789abcdef"]
+"""Ids at the edges of the grammar (`agent_server.ids`): the runtime lets every such id reach a store."""
+
+
+@pytest.mark.parametrize("an_id", WELL_FORMED_EDGES, ids=["one", "dash", "underscore", "longest", "mixed", "made"])
+async def test_every_well_formed_id_is_stored_or_not_found_never_a_store_error(store: SessionStore, an_id: str) -> None:
+    check_ids(session_id=an_id)  # ids are checked where they enter: malformed ones never reach a store
+    with pytest.raises(SessionNotFound):
+        await store.get_session(an_id)
+    with pytest.raises(SessionNotFound):
+        await store.begin_turn(running(an_id))
+    with pytest.raises(SessionNotFound):
+        await store.list_turns(an_id, cursor=None, limit=5)
+    session = (await store.create_session(title="t", metadata={})).session_id
+    with pytest.raises(TurnNotFound):
+        await store.get_turn(session, an_id)
+    record = running(session, turn_id=an_id)
+    await store.begin_turn(record)
+    assert await store.finish_turn(completed(record), exchange("q", "a"))
+    assert (await store.get_turn(session, an_id)).status == "completed"
+    with pytest.raises(InvalidArgument):
+        check_ids(session_id=an_id + "\x00")
 
 
 # --- turns and history ---------------------------------------------------------------------

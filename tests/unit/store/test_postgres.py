@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator, Iterator
 import anyio
 import pytest
 
-from agent_server.errors import StoreError
-from agent_server.store import _pg_db
+from agent_server.errors import StoreError, TurnLockLost
+from agent_server.store import _pg_db, postgres
 from agent_server.store.base import SharedTask
 from agent_server.store.postgres import PostgresStore
 from tests.pg import fresh_schema
-from tests.unit.store.helpers import completed, exchange, running
+from tests.unit.store.helpers import compaction, completed, exchange, running, texts
 
 pytestmark = pytest.mark.anyio
 
@@ -129,6 +129,50 @@ async def test_the_turn_lock_excludes_other_replicas_until_released(store: Postg
         await other.close()
 
 
+async def _kill_turn_lock(witness: PostgresStore, session_id: str) -> None:
+    """End, on the server, the connection holding the session's turn lock (as a network failure would)."""
+    rows = await _sql(
+        witness,
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
+        " AND granted AND classid = %s AND objid = (hashtext(%s))::oid",
+        (_pg_db.LOCK_SPACE, session_id),
+    )
+    assert rows == [(True,)]
+
+
+async def test_a_holder_that_lost_its_turn_lock_cannot_write_once_another_holds_it(
+    store: PostgresStore, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The holder does not notice the loss (no check runs) and the next holder does not wait for it: only
+    # the fencing (the lease epoch each write checks) stands between the old holder's writes and the session.
+    monkeypatch.setattr(postgres, "LOCK_CHECK_S", 3600.0)
+    monkeypatch.setattr(postgres, "LEASE_DRAIN_S", 0.0)
+    other = await PostgresStore.open(url)
+    session = (await store.create_session(title="s", metadata={})).session_id
+    first, second = running(session, prompt="first"), running(session, prompt="second")
+    try:
+        with anyio.fail_after(10):
+            async with store.hold_turn(session) as held:
+                assert held
+                await store.begin_turn(first)
+                await _kill_turn_lock(other, session)
+                async with other.hold_turn(session) as taken:
+                    assert taken
+                    await other.begin_turn(second)
+                    with pytest.raises(TurnLockLost, match="turn lock"):
+                        await store.finish_turn(completed(first, "late"), exchange("first", "late"))
+                    with pytest.raises(TurnLockLost):
+                        await store.save_compaction(session, compaction("late"), archive_through_seq=2, live_from_seq=1)
+                    assert await other.finish_turn(completed(second), exchange("second", "done"))
+    finally:
+        await other.close()
+    assert await texts(store, session) == ["second", "done"]  # nothing of the first turn's
+    stopped = await store.get_turn(session, first.turn_id)
+    assert stopped.status == "failed" and stopped.error is not None and "turn lock" in stopped.error.message
+    assert (await store.get_turn(session, second.turn_id)).status == "completed"
+    assert await store.list_compactions(session) == []
+
+
 async def test_a_cancel_request_reaches_the_replica_listening(store: PostgresStore, url: str) -> None:
     other = await PostgresStore.open(url)
     got: list[str] = []
@@ -210,11 +254,11 @@ async def test_a_lost_owner_connection_is_connected_again_with_its_liveness_lock
 
 async def test_a_version_1_database_gains_shared_tasks_and_keeps_its_sessions(store: PostgresStore, url: str) -> None:
     session = await store.create_session(title="kept", metadata={})
-    await _sql(store, "DROP TABLE tasks")  # the schema as version 1 left it
+    await _sql(store, "DROP TABLE tasks, turn_leases")  # the schema as version 1 left it
     await _sql(store, "UPDATE schema_version SET version = 1")
     migrated = await PostgresStore.open(url)
     try:
-        assert await _sql(migrated, "SELECT version FROM schema_version") == [(2,)]
+        assert await _sql(migrated, "SELECT version FROM schema_version") == [(_pg_db.SCHEMA_VERSION,)]
         assert (await migrated.get_session(session.session_id)).title == "kept"
         task = SharedTask("task_1", "turn_1", session.session_id, "summary", "2026-01-01T00:00:00.000+00:00")
         await migrated.share_task(task)
