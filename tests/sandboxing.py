@@ -50,6 +50,23 @@ def marker() -> str:
     return f"{os.getpid()}{next(_counter):03d}.25"
 
 
+def escape(how: str, mark: str) -> str:
+    """A command part that starts `sleep MARK` the way `how` says, and returns once it runs.
+
+    The sleeper writes `up` first (its shell execs sleep after): waiting for that file, not for time."""
+    sleeper = f"echo up > up; exec sleep {mark}"
+    start = {
+        "background": f"sh -c '{sleeper}' &",
+        "setsid": f"setsid sh -c '{sleeper}' &",
+        "setpgid": f'python3 -c \'import os; os.setpgid(0, 0); os.execvp("sh", ["sh", "-c", "{sleeper}"])\' &',
+        "double-fork": f"(setsid sh -c '{sleeper}' &);",
+    }[how]
+    return f"{start} until [ -s up ]; do sleep 0.01; done;"
+
+
+ESCAPES = ["background", "setsid", "setpgid", "double-fork"]
+
+
 def live_with(mark: str) -> list[int]:
     """The running (not zombie) processes whose command line contains `mark`."""
     found: list[int] = []

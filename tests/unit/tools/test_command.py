@@ -14,7 +14,7 @@ from agent_server.settings import ToolsOptions
 from agent_server.tools.builtin import WorkspaceToolset
 from agent_server.tools.command import CappedOutput
 from agent_server.types import ToolCall, ToolResult
-from tests.sandboxing import MODES, marker, require_sandbox, wait_gone, wait_sleeping
+from tests.sandboxing import ESCAPES, MODES, escape, marker, require_sandbox, wait_gone, wait_sleeping
 
 pytestmark = pytest.mark.anyio
 
@@ -105,23 +105,6 @@ async def test_the_environment_is_minimal_and_has_no_api_key(ws: Path, monkeypat
 async def test_stdin_is_empty(ws: Path) -> None:
     result = await run(make_tools(ws), "cat; echo read-done")
     assert result.text() == "exit code 0\n--- stdout ---\nread-done"
-
-
-def escape(how: str, mark: str) -> str:
-    """A command part that starts `sleep MARK` the way `how` says, and returns once it runs.
-
-    The sleeper writes `up` first (its shell execs sleep after): waiting for that file, not for time."""
-    sleeper = f"echo up > up; exec sleep {mark}"
-    start = {
-        "background": f"sh -c '{sleeper}' &",
-        "setsid": f"setsid sh -c '{sleeper}' &",
-        "setpgid": f'python3 -c \'import os; os.setpgid(0, 0); os.execvp("sh", ["sh", "-c", "{sleeper}"])\' &',
-        "double-fork": f"(setsid sh -c '{sleeper}' &);",
-    }[how]
-    return f"{start} until [ -s up ]; do sleep 0.01; done;"
-
-
-ESCAPES = ["background", "setsid", "setpgid", "double-fork"]
 
 
 @pytest.fixture(params=MODES)
