@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,15 +96,24 @@ async def test_under_bwrap_no_other_process_is_visible_nor_its_environment(
     assert int(processes) <= 4  # bwrap, the shell and its pipeline: nothing of the machine
 
 
+@pytest.fixture
+def probes() -> Iterator[list[Path]]:
+    """Files a command must fail to create outside the workspace; removed afterwards should one be made."""
+    name = f"agent-server-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    paths = [Path(d, name) for d in ("/etc", "/", os.environ.get("HOME", "/root"), "/var/tmp")]
+    yield paths
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
 async def test_under_bwrap_writes_outside_the_workspace_fail_and_the_workspace_is_writable(
-    ws: Path, bwrap: None
+    ws: Path, bwrap: None, probes: list[Path]
 ) -> None:
-    home = os.environ.get("HOME", "/root")
+    targets = " ".join(str(path) for path in probes)
     command = (
-        "for dir in /etc / $HOME /var/tmp; do "
-        'touch "$dir/agent-server-probe" && echo "wrote $dir"; done 2>&1; '
+        f'for target in {targets}; do touch "$target" && echo "wrote $target"; done 2>&1; '
         "mount -o remount,rw / 2>/dev/null || echo no-remount; "
-        "touch /agent-server-probe 2>/dev/null || echo still-read-only; "
+        f"touch {probes[1]} 2>/dev/null || echo still-read-only; "
         "echo inside > made.txt && echo workspace-ok"
     )
     text = (await run(toolset(ws), command)).text()
@@ -111,18 +121,21 @@ async def test_under_bwrap_writes_outside_the_workspace_fail_and_the_workspace_i
     assert "no-remount" in text and "still-read-only" in text  # no capability left to undo it
     assert "workspace-ok" in text
     assert await anyio.Path(ws / "made.txt").read_text() == "inside\n"
-    for target in ("/etc", "/", home, "/var/tmp"):
-        assert not await anyio.Path(target, "agent-server-probe").exists()
+    for path in probes:
+        assert not await anyio.Path(path).exists()
 
 
 async def test_under_bwrap_tmp_is_private_and_writable(ws: Path, tmp_path: Path, bwrap: None) -> None:
     (tmp_path / "host-only").write_text("of the machine's /tmp")
     name = f"agent-server-private-{os.getpid()}"
     command = f"echo x > /tmp/{name} && echo $TMPDIR && ls /tmp && ls {tmp_path}"
-    lines = stdout(await run(toolset(ws), command)).splitlines()
-    assert lines[0] == "/tmp" and name in lines  # TMPDIR points to the private /tmp, which is writable
-    assert lines[-1] == "ws"  # of the machine's /tmp only the workspace's mount point is there
-    assert not await anyio.Path("/tmp", name).exists()
+    try:
+        lines = stdout(await run(toolset(ws), command)).splitlines()
+        assert lines[0] == "/tmp" and name in lines  # TMPDIR points to the private /tmp, which is writable
+        assert lines[-1] == "ws"  # of the machine's /tmp only the workspace's mount point is there
+        assert not await anyio.Path("/tmp", name).exists()
+    finally:
+        await anyio.Path("/tmp", name).unlink(missing_ok=True)
 
 
 async def test_under_bwrap_the_state_dir_and_config_files_are_covered(ws: Path, tmp_path: Path, bwrap: None) -> None:
