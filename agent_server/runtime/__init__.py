@@ -292,7 +292,9 @@ class AgentRuntime:
         if shared is not None and self._background is not None:
             self._background.start_service(lambda: shared.serve_notifications(self._cancel_here))
         mounts = self._started_mounts
-        sandbox = await anyio.to_thread.run_sync(command_sandbox, settings, self._environ)  # resolves paths
+        sandbox = None  # run_command's, shared by every workspace; made in a worker thread: it resolves paths
+        if settings.tools.exec:
+            sandbox = await anyio.to_thread.run_sync(command_sandbox, settings, self._environ)
         workspace = workspace_tools(settings, settings.workspace, self._environ, sandbox)
         toolsets = [workspace] if mounts is None else [workspace, mounts]
         return Parts(

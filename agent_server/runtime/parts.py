@@ -138,7 +138,7 @@ def workspace_tools(
 def command_sandbox(settings: Settings, environ: Mapping[str, str]) -> CommandSandbox | None:
     """The sandbox of `run_command` when it is on: it hides the state dir and the server's config files.
 
-    Made at the first call that opens the tools, never at start-up; it probes bwrap later still."""
+    Cheap (blocking only to resolve paths): it starts nothing; bwrap is probed at the first command."""
     if not settings.tools.exec:
         return None
     from agent_server.tools.sandbox import CommandSandbox

@@ -14,13 +14,14 @@ bwrap mode (flags as the Linux sandboxes of the well-known coding agents use the
   process group it made for itself;
 - `--new-session` (no access to a controlling terminal), `--unshare-ipc`, `--cap-drop ALL` (a server
   running as root keeps no capability inside: it cannot remount what is read-only);
-- `--ro-bind / /` then `--bind WORKSPACE WORKSPACE`: the file system read-only, the workspace writable;
-  `--dev /dev` (a minimal /dev), `--tmpfs /tmp` (a private /tmp, TMPDIR=/tmp);
+- `--ro-bind / /`, `--tmpfs /tmp` (a private /tmp, TMPDIR=/tmp), then `--bind WORKSPACE WORKSPACE`: the
+  file system read-only, the workspace writable;
 - `--unshare-net` and `--tmpfs /run` unless `tools.sandbox_network`: loopback only, and the sockets of
   the machine's daemons in /run (a database's, Docker's, D-Bus's) out of reach;
 - the state dir (the session store) covered by an empty read-only tmpfs, and the server's config files
   (`--config`, `--mcp-config`) by /dev/null: neither readable nor writable. One that contains the
-  workspace cannot be covered, and stays as the rest of the disk is (read-only).
+  workspace cannot be covered, and stays as the rest of the disk is (read-only);
+- `--dev /dev` (a minimal /dev) and `--proc /proc` last, so that no bind can cover them.
 
 none mode: no sandbox. On Linux the shell runs under `supervise.py` (a subreaper with a parent-death
 signal), so nothing the command starts outlives the call or the server; elsewhere in its own process group.
@@ -161,26 +162,28 @@ class CommandSandbox:
 def bwrap_argv(
     bwrap: str, command: Sequence[str], *, workspace: Path, cwd: Path, hidden: Sequence[Path], network: bool
 ) -> list[str]:
-    """bwrap's command line for `command` (see the module docstring); the order of the mounts matters."""
-    argv = [bwrap, *_base_flags(network), "--bind", str(workspace), str(workspace)]
+    """bwrap's command line for `command` (see the module docstring)."""
+    return [bwrap, *_flags(network, workspace, hidden), "--chdir", str(cwd), "--", *command]
+
+
+def _flags(network: bool, workspace: Path | None, hidden: Sequence[Path] = ()) -> list[str]:
+    """The namespaces and the mounts, in order: each mount covers what came before it at its place, so the
+    private /tmp and /run come before the workspace (which may be under /tmp), the covers of the hidden
+    paths after it, and /dev and /proc last (a workspace of / would otherwise bring the machine's back)."""
+    flags = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL"]
+    flags += [] if network else ["--unshare-net"]
+    flags += ["--ro-bind", "/", "/", "--tmpfs", "/tmp"]
+    flags += [] if network else ["--tmpfs", "/run"]
+    if workspace is not None:
+        flags += ["--bind", str(workspace), str(workspace)]
     for path in hidden:
-        if path == workspace or workspace.is_relative_to(path):
+        if workspace is not None and (path == workspace or workspace.is_relative_to(path)):
             continue  # covering it would cover the workspace
         if path.is_dir():
-            argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
+            flags += ["--tmpfs", str(path), "--remount-ro", str(path)]
         else:
-            argv += ["--ro-bind", "/dev/null", str(path)]
-    return [*argv, "--chdir", str(cwd), "--", *command]
-
-
-def _base_flags(network: bool) -> list[str]:
-    flags = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL"]
-    if not network:
-        flags.append("--unshare-net")
-    flags += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    if not network:
-        flags += ["--tmpfs", "/run"]
-    return flags
+            flags += ["--ro-bind", "/dev/null", str(path)]
+    return [*flags, "--dev", "/dev", "--proc", "/proc"]
 
 
 def _supervised() -> bool:
@@ -203,7 +206,7 @@ def _bwrap_problem(search_path: str, network: bool) -> str | None:
 
 
 def _probe(bwrap: str, network: bool) -> str | None:
-    argv = [bwrap, *_base_flags(network), "--", *_PROBE_COMMAND]
+    argv = [bwrap, *_flags(network, workspace=None), "--", *_PROBE_COMMAND]
     try:
         done = subprocess.run(
             argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_S, env={"PATH": os.defpath}

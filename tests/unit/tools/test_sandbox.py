@@ -96,6 +96,12 @@ async def test_under_bwrap_no_other_process_is_visible_nor_its_environment(
     assert int(processes) <= 4  # bwrap, the shell and its pipeline: nothing of the machine
 
 
+async def test_under_bwrap_a_workspace_of_slash_still_gets_its_own_proc(stand_in_mount: int, bwrap: None) -> None:
+    command = "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c tok-planted; ls /proc | grep -c '^[0-9]'"
+    found, processes = stdout(await run(toolset(Path("/")), command)).split()  # the command only reads
+    assert found == "0" and int(processes) <= 4
+
+
 @pytest.fixture
 def probes() -> Iterator[list[Path]]:
     """Files a command must fail to create outside the workspace; removed afterwards should one be made."""
