@@ -4,7 +4,8 @@ A child gets a minimal environment: only `MINIMAL_ENV_KEYS` are passed on from t
 environment (when set), never the rest of it, so API keys (`OPENAI_API_KEY`) and other secrets stay in
 this process. A child runs in its own process group (`start_new_session=True`), and ends as a group:
 SIGTERM to the group, a grace period, then SIGKILL to whatever is left, so grandchildren it started go
-too (a process that made its own session escapes, by design of POSIX).
+too (a process that made its own session escapes, by design of POSIX; a `run_command` shell is further
+contained by `agent_server.tools.sandbox`, so that none escapes it).
 """
 
 from __future__ import annotations

@@ -98,6 +98,12 @@ class ToolsOptions(BaseModel):
     """Each of a command's stdout and stderr keeps at most this much (its head and tail), with a note."""
     edit_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
     """`edit_file` refuses files larger than this (it holds the whole file in memory)."""
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    """Where `run_command` runs: `bwrap` (bubblewrap: own PID namespace and /proc, read-only root, writable
+    workspace, private /tmp; commands are refused when it does not work here), `none` (no sandbox: a
+    supervisor only sees that nothing outlives the call), `auto` (bwrap when it works, else none)."""
+    sandbox_network: bool = False
+    """Let sandboxed commands use the network (without it, a bwrap command has loopback only)."""
 
 
 class _Choice(BaseModel):
@@ -224,6 +230,8 @@ class Settings(BaseModel):
     write them, then the `mcp_config` file's; `${VAR}` expanded and every entry checked when the settings load."""
     mcp_config: Path | None = None
     """A Claude Desktop / Cursor / VS Code MCP config file whose servers are mounted as they are."""
+    config_file: Path | None = None
+    """The config file these settings were read from (`load_settings` sets it); hidden from sandboxed commands."""
 
     @field_validator("mcp_servers", mode="before")
     @classmethod
@@ -339,6 +347,8 @@ def load_settings(
         _resolve_relative_to(values, config_file.parent)
     _merge(values, {"store_url": environ.get(STORE_ENV) or None})  # over the file, under the flags
     _merge(values, overrides or {})
+    if config_file:
+        values["config_file"] = str(config_file.expanduser().resolve())
     try:
         return Settings.model_validate(values, context={"environ": environ})
     except ValidationError as exc:

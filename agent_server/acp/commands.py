@@ -62,6 +62,8 @@ async def _tools(ctx: CommandContext, _args: str) -> str:
         for s in report.servers
     ]
     lines += [f"dropped {d.name} ({d.source}): {d.reason}" for d in report.dropped]
+    if report.sandbox is not None:
+        lines.append(f"run_command sandbox: {report.sandbox.mode} ({report.sandbox.reason})")
     return "\n".join(lines)
 
 

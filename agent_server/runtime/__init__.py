@@ -49,6 +49,7 @@ from agent_server.runtime.parts import (
     Parts,
     SessionTools,
     all_mounts,
+    command_sandbox,
     hold_session,
     ignore_wait,
     import_turn_code,
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
     from agent_server.runtime.park import InputRequest, Park, ParkedApprovals
     from agent_server.store.base import SharedTask
     from agent_server.tools.base import Toolset
+    from agent_server.tools.sandbox import SandboxState
 
 __all__ = [
     "CONFIGURE",
@@ -165,6 +167,8 @@ class ToolsReport:
     tools: list[ToolSpec]
     servers: list[dict[str, Any]]
     dropped: list[DroppedTool]
+    sandbox: SandboxState | None = None
+    """Where `run_command` runs (`mode`, `reason`, `network`); None when the tool is off."""
 
 
 class AgentRuntime:
@@ -289,7 +293,10 @@ class AgentRuntime:
         if shared is not None and self._background is not None:
             self._background.start_service(lambda: shared.serve_notifications(self._cancel_here))
         mounts = self._started_mounts
-        workspace = workspace_tools(settings, settings.workspace, self._environ)
+        sandbox = None  # run_command's, shared by every workspace; made in a worker thread: it resolves paths
+        if settings.tools.exec:
+            sandbox = await anyio.to_thread.run_sync(command_sandbox, settings, self._environ)
+        workspace = workspace_tools(settings, settings.workspace, self._environ, sandbox)
         toolsets = [workspace] if mounts is None else [workspace, mounts]
         return Parts(
             store=store,
@@ -298,6 +305,7 @@ class AgentRuntime:
             locks=SessionLocks(),
             current=CurrentSessions(),
             shared=shared,
+            sandbox=sandbox,
         )
 
     # --- turns ----------------------------------------------------------------------------
@@ -647,7 +655,7 @@ class AgentRuntime:
                     mounts, environ=self._environ, result_max_bytes=self.settings.mount_result_max_bytes
                 )
                 own = await stack.enter_async_context(manager)
-            toolsets: list[Toolset] = [workspace_tools(self.settings, root, self._environ)]
+            toolsets: list[Toolset] = [workspace_tools(self.settings, root, self._environ, parts.sandbox)]
             toolsets += [m for m in (parts.mounts, own) if m is not None]
             yield SessionTools(workspace=root, registry=ToolRegistry(toolsets), mounts=own, settings=settings)
 
@@ -767,7 +775,8 @@ class AgentRuntime:
         registry = parts.registry if session_tools is None else session_tools.registry
         tools = await registry.list_tools()
         servers = [state for manager in all_mounts(parts, session_tools) for state in manager.states()]
-        return ToolsReport(tools=tools, servers=servers, dropped=registry.dropped())
+        sandbox = None if parts.sandbox is None else await parts.sandbox.state()
+        return ToolsReport(tools=tools, servers=servers, dropped=registry.dropped(), sandbox=sandbox)
 
     async def _session_for_turn(self, parts: Parts, session_id: str | None, connection: str | None, prompt: str) -> str:
         store = parts.store

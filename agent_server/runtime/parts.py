@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from agent_server.store.base import SessionStore, SharedStore
     from agent_server.tools.base import Toolset
     from agent_server.tools.registry import ToolRegistry
+    from agent_server.tools.sandbox import CommandSandbox
 
 TITLE_LENGTH = 60
 
@@ -52,6 +53,8 @@ class Parts:
     current: CurrentSessions
     shared: SharedStore | None
     """The store as several server processes share it (PostgreSQL), or None (SQLite, memory)."""
+    sandbox: CommandSandbox | None = None
+    """Where `run_command` runs, for every workspace of the runtime; None when the tool is off."""
 
 
 def make_current(parts: Parts, connection: str | None, session: SessionInfo) -> SessionInfo:
@@ -114,7 +117,9 @@ def workspace_root(workspace: Path) -> Path:
     return workspace.resolve()
 
 
-def workspace_tools(settings: Settings, root: Path, environ: Mapping[str, str]) -> Toolset:
+def workspace_tools(
+    settings: Settings, root: Path, environ: Mapping[str, str], sandbox: CommandSandbox | None = None
+) -> Toolset:
     """The built-in tools over `root` (the write and exec tools as the settings enable them)."""
     from agent_server.tools.builtin import WorkspaceToolset
 
@@ -126,7 +131,20 @@ def workspace_tools(settings: Settings, root: Path, environ: Mapping[str, str]) 
         options=settings.tools,
         state_dir=settings.state_path,
         environ=environ,
+        sandbox=sandbox,
     )
+
+
+def command_sandbox(settings: Settings, environ: Mapping[str, str]) -> CommandSandbox | None:
+    """The sandbox of `run_command` when it is on: it hides the state dir and the server's config files.
+
+    Cheap (blocking only to resolve paths): it starts nothing; bwrap is probed at the first command."""
+    if not settings.tools.exec:
+        return None
+    from agent_server.tools.sandbox import CommandSandbox
+
+    hidden = [p for p in (settings.state_path, settings.config_file, settings.mcp_config) if p is not None]
+    return CommandSandbox.from_options(settings.tools, hidden=[p.resolve() for p in hidden], environ=environ)
 
 
 def all_mounts(parts: Parts, session_tools: SessionTools | None) -> list[MountManager]:

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from agent_server.runtime import AgentRuntime
 from agent_server.server import tool_specs as specs
 from agent_server.server.connections import connection_key
@@ -83,5 +85,8 @@ async def handle_agent_tools(runtime: AgentRuntime, ctx: Context, params: specs.
     servers = [specs.MountState.model_validate(s) for s in report.servers]
     lines += [f"server {s.name} ({s.transport}): {s.state}, {s.tool_count} tool(s)" for s in servers]
     lines += [f"dropped {d.name} ({d.source}): {d.reason}" for d in report.dropped]
-    result = specs.AgentToolsResult(tools=report.tools, servers=servers, dropped=report.dropped)
+    sandbox = None if report.sandbox is None else specs.CommandSandboxState.model_validate(asdict(report.sandbox))
+    if sandbox is not None:
+        lines.append(f"run_command sandbox: {sandbox.mode} ({sandbox.reason})")
+    result = specs.AgentToolsResult(tools=report.tools, servers=servers, dropped=report.dropped, sandbox=sandbox)
     return Outcome(result, "\n".join(lines) or "no tools")

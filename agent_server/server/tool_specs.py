@@ -281,9 +281,21 @@ class MountState(_Result):
     tool_count: int = 0
 
 
+class CommandSandboxState(_Result):
+    mode: Literal["bwrap", "none", "refused"] = Field(
+        description="bwrap: run_command runs in a bubblewrap sandbox; none: without one; refused: commands are "
+        "refused (tools.sandbox is bwrap and bwrap does not work here)."
+    )
+    reason: str = Field(description="Why this mode, e.g. 'bwrap not found on PATH (install bubblewrap)'.")
+    network: bool = Field(description="Whether a command can reach the network.")
+
+
 class AgentToolsResult(_Result):
     tools: list[ToolSpec]
     servers: list[MountState]
     dropped: list[DroppedTool] = Field(
         default_factory=list[DroppedTool], description="Tools not offered to the model (name clash, invalid schema)."
+    )
+    sandbox: CommandSandboxState | None = Field(
+        default=None, description="Where run_command runs; absent when run_command is off."
     )

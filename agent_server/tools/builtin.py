@@ -43,6 +43,8 @@ from agent_server.types import ContentPart, ImagePart, TextPart, ToolAnnotations
 if TYPE_CHECKING:
     import regex
 
+    from agent_server.tools.sandbox import CommandSandbox
+
 logger = logging.getLogger(__name__)
 
 SKIP_DIRS = frozenset({".git", ".agent_server", "node_modules", ".venv"})
@@ -140,8 +142,11 @@ class WorkspaceToolset:
         options: ToolsOptions | None = None,
         state_dir: Path | None = None,
         environ: Mapping[str, str] | None = None,
+        sandbox: CommandSandbox | None = None,
     ) -> None:
-        """`state_dir` is refused to the write tools; `environ` is where `run_command`'s minimal one comes from."""
+        """`state_dir` is refused to the write tools; `environ` is where `run_command`'s minimal one comes from;
+        `sandbox` is where its commands run (one of the runtime's, shared by its workspaces; default: one made
+        from `options`, hiding `state_dir`)."""
         options = options or ToolsOptions()
         self._paths = WorkspacePaths(workspace)
         self._read_max = read_max_bytes
@@ -156,7 +161,13 @@ class WorkspaceToolset:
         if options.write:
             self._tools.update(self._write_tools(options, state_dir))
         if options.exec:
-            self._tools.update(self._command_tools(options, os.environ if environ is None else environ))
+            environ = os.environ if environ is None else environ
+            if sandbox is None:
+                from agent_server.tools.sandbox import CommandSandbox
+
+                hidden = [] if state_dir is None else [state_dir]
+                sandbox = CommandSandbox.from_options(options, hidden=hidden, environ=environ)
+            self._tools.update(self._command_tools(options, environ, sandbox))
 
     def _write_tools(self, options: ToolsOptions, state_dir: Path | None) -> dict[str, _Tool]:
         # Imported only when enabled: most servers never offer them, and every import is start-up time.
@@ -168,15 +179,17 @@ class WorkspaceToolset:
         runs = {"write_file": writer.write_file, "edit_file": writer.edit_file}
         return {name: _Tool(WRITE_SPECS[name], WRITE_ARGUMENTS[name], _in_thread(run)) for name, run in runs.items()}
 
-    def _command_tools(self, options: ToolsOptions, environ: Mapping[str, str]) -> dict[str, _Tool]:
+    def _command_tools(
+        self, options: ToolsOptions, environ: Mapping[str, str], sandbox: CommandSandbox
+    ) -> dict[str, _Tool]:
         from agent_server.tools.command import CommandRunner, RunCommandArguments
 
         runner = CommandRunner(
             self._paths,
             environ=environ,
+            sandbox=sandbox,
             timeout_s=options.command_timeout_s,
             output_max_bytes=options.command_output_max_bytes,
-            kill_grace_s=options.command_kill_grace_s,
         )
         return {"run_command": _Tool(runner.spec, RunCommandArguments, runner.run_command)}
 

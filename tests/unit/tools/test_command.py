@@ -1,4 +1,5 @@
-"""run_command: exit code, capped output, confinement of cwd, minimal environment, and the process group's end."""
+"""run_command: exit code, capped output, confinement of cwd, minimal environment, and that nothing it starts
+outlives the call, in both sandbox modes (see test_sandbox.py for what the bwrap sandbox contains)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.to_thread
 import pytest
 
 from agent_server.settings import ToolsOptions
 from agent_server.tools.builtin import WorkspaceToolset
 from agent_server.tools.command import CappedOutput
 from agent_server.types import ToolCall, ToolResult
+from tests.sandboxing import ESCAPES, MODES, escape, marker, require_sandbox, wait_gone, wait_sleeping
 
 pytestmark = pytest.mark.anyio
-
-# Ignores SIGTERM (inherited by its child), starts a child, reports both pids through a FIFO, waits forever.
-STUBBORN = "trap '' TERM; sleep 1000 & echo \"$$ $!\" > ready.fifo; wait"
 
 
 @pytest.fixture
@@ -37,11 +35,6 @@ def make_tools(ws: Path, **options: Any) -> WorkspaceToolset:
 
 async def run(tools: WorkspaceToolset, command: str, **arguments: Any) -> ToolResult:
     return await tools.call_tool(ToolCall(id="call_1", name="run_command", arguments={"command": command, **arguments}))
-
-
-def read_pids(fifo: Path) -> list[int]:
-    """Block until the command writes to the FIFO (run in a worker thread)."""
-    return [int(pid) for pid in fifo.read_text().split()]
 
 
 async def assert_gone(pids: list[int]) -> None:
@@ -114,55 +107,53 @@ async def test_stdin_is_empty(ws: Path) -> None:
     assert result.text() == "exit code 0\n--- stdout ---\nread-done"
 
 
-async def test_a_timeout_kills_a_shell_that_ignores_sigterm_and_its_child(ws: Path) -> None:
-    os.mkfifo(ws / "ready.fifo")
-    tools = make_tools(ws, command_timeout_s=0.5)
-    pids: list[int] = []
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    require_sandbox(request.param)
+    return request.param
 
-    async def record() -> None:
-        pids.extend(await anyio.to_thread.run_sync(read_pids, ws / "ready.fifo", abandon_on_cancel=True))
 
+@pytest.mark.parametrize("how", ESCAPES)
+async def test_nothing_a_command_started_outlives_its_exit(ws: Path, mode: str, how: str) -> None:
+    mark = marker()
     with anyio.fail_after(15):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(record)
-            result = await run(tools, STUBBORN, timeout_s=60)  # the argument cannot raise the limit
-        assert result.is_error and "time limit of 0.5 s" in result.text()
-        assert "killed by signal SIGKILL" in result.text()
-        assert len(pids) == 2
-        await assert_gone(pids)
+        result = await run(make_tools(ws, sandbox=mode), f"{escape(how, mark)} echo started")
+    assert result.text() == "exit code 0\n--- stdout ---\nstarted"
+    assert (ws / "up").read_text() == "up\n"  # the sleeper ran
+    await wait_gone(mark)
 
 
-async def test_cancelling_the_call_kills_the_process_group(ws: Path) -> None:
-    os.mkfifo(ws / "ready.fifo")
-    tools = make_tools(ws)
+@pytest.mark.parametrize("how", ESCAPES)
+async def test_cancelling_the_call_ends_everything_it_started(ws: Path, mode: str, how: str) -> None:
+    mark = marker()
+    tools = make_tools(ws, sandbox=mode)
     outcome: list[ToolResult] = []
 
     async def call() -> None:
-        outcome.append(await run(tools, STUBBORN))
+        outcome.append(await run(tools, f"{escape(how, mark)} sleep {mark}"))
 
     with anyio.fail_after(15):
         async with anyio.create_task_group() as tg:
             tg.start_soon(call)
-            pids = await anyio.to_thread.run_sync(read_pids, ws / "ready.fifo", abandon_on_cancel=True)
+            await wait_sleeping(mark, 2)  # the escaped sleeper, and the shell's own sleep after it
             tg.cancel_scope.cancel()
-        assert outcome == [] and len(pids) == 2
-        await assert_gone(pids)
+    assert outcome == []
+    await wait_gone(mark)
 
 
-async def test_background_children_do_not_outlive_a_command_that_exits(ws: Path) -> None:
-    os.mkfifo(ws / "ready.fifo")
-    tools = make_tools(ws)
-    pids: list[int] = []
-
-    async def record() -> None:
-        pids.extend(await anyio.to_thread.run_sync(read_pids, ws / "ready.fifo", abandon_on_cancel=True))
-
+async def test_a_timeout_kills_a_shell_that_ignores_sigterm_and_its_child(ws: Path, mode: str) -> None:
+    mark = marker()
+    stubborn = f"trap '' TERM; sleep {mark} & sleep {mark}"  # both sleeps ignore SIGTERM too
+    tools = make_tools(ws, sandbox=mode, command_timeout_s=0.5)
     with anyio.fail_after(15):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(record)
-            result = await run(tools, 'sleep 1000 & echo "$!" > ready.fifo; echo started')
-        assert result.text() == "exit code 0\n--- stdout ---\nstarted"
-        await assert_gone(pids)
+            tg.start_soon(wait_sleeping, mark, 2)
+            result = await run(tools, stubborn, timeout_s=60)  # the argument cannot raise the limit
+    assert result.is_error and "time limit of 0.5 s" in result.text()
+    # Without a sandbox the shell outlasts SIGTERM and gets SIGKILL; under bwrap, bwrap ends on SIGTERM
+    # and takes the whole PID namespace with it.
+    assert ("killed by signal SIGKILL" if mode == "none" else "killed by signal SIGTERM") in result.text()
+    await wait_gone(mark)
 
 
 async def test_run_command_is_off_by_default(ws: Path) -> None:
