@@ -126,6 +126,7 @@ def workspace_tools(settings: Settings, root: Path, environ: Mapping[str, str]) 
         options=settings.tools,
         state_dir=settings.state_path,
         environ=environ,
+        protected=[settings.mcp_config.expanduser().absolute()] if settings.mcp_config else [],
     )
 
 

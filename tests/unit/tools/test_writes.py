@@ -123,7 +123,8 @@ async def test_the_state_directory_outside_the_workspace_is_refused(tmp_path: Pa
     tools = WorkspaceToolset(
         tmp_path / "ws", read_max_bytes=10, search_max_matches=1, options=ToolsOptions(write=True), state_dir=state
     )
-    failed(await call(tools, "write_file", path="state/state.db", content="x"), "state directory")
+    failed(await call(tools, "write_file", path="state/state.db", content="x"), "protected path")
+    failed(await call(tools, "write_file", path="STATE/state.db", content="x"), "protected path")
 
 
 async def test_edit_file_replaces_once_and_shows_a_diff(tools: WorkspaceToolset, ws: Path) -> None:
