@@ -26,6 +26,7 @@ diff. It holds the whole file in memory, so files over `edit_max_bytes` are refu
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import re
 import stat
@@ -208,7 +209,7 @@ class FileWriter:
         except FileNotFoundError:
             raise ToolFailure(f"file not found: {raw!r} (write_file creates a file)") from None
         except OSError as exc:
-            raise _changed_or(exc, directory, name, raw) from None
+            raise _changed_or(exc, directory, name, raw, expected=stat.S_IFREG) from None
         with os.fdopen(fd, "rb") as handle:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise ToolFailure(f"{raw!r} is not a regular file")
@@ -265,27 +266,31 @@ def _open_directory(parent: int, part: str, raw: str, *, create: bool) -> int:
         if not create:
             raise ToolFailure(f"file not found: {raw!r} (write_file creates a file)") from None
     except OSError as exc:
-        raise _changed_or(exc, parent, part, raw) from None
+        raise _changed_or(exc, parent, part, raw, expected=stat.S_IFDIR) from None
     with suppress(FileExistsError):  # made meanwhile by someone else: opened below as any other
         os.mkdir(part, 0o777, dir_fd=parent)
     try:
         return os.open(part, _DIRECTORY_FLAGS, dir_fd=parent)
     except OSError as exc:
-        raise _changed_or(exc, parent, part, raw) from None
+        raise _changed_or(exc, parent, part, raw, expected=stat.S_IFDIR) from None
 
 
-def _changed_or(exc: OSError, directory: int, name: str, raw: str) -> Exception:
-    """The error to raise when opening `name` in `directory` failed: a symlink found there is a change made
-    while writing (the path was resolved without any), anything else is the OS error itself."""
+def _changed_or(exc: OSError, directory: int, name: str, raw: str, *, expected: int) -> Exception:
+    """The error to raise when opening `name` in `directory` failed. The path was resolved without a symlink
+    on the way, so a symlink found there (`ELOOP`, or `ENOTDIR` for a directory), or a failure on what is
+    again of the `expected` type (`stat.S_IFDIR`, `stat.S_IFREG`) by now, is a change made while writing;
+    anything else is the OS error itself."""
+    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+        return exc
     try:
-        is_link = stat.S_ISLNK(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
+        kind = stat.S_IFMT(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
     except OSError:
-        is_link = False
-    if is_link:
-        return ToolFailure(
-            f"{raw!r} changed while it was written: {name!r} became a symbolic link; nothing was written"
-        )
-    return exc
+        return exc
+    if kind not in (stat.S_IFLNK, expected):
+        return exc
+    return ToolFailure(
+        f"{raw!r} changed while it was written: {name!r} was replaced by a symbolic link; nothing was written"
+    )
 
 
 def _existing_mode(directory: int, name: str, raw: str) -> int | None:
