@@ -226,13 +226,16 @@ def _size_of(content: str, max_chars: int) -> str:
 
 
 def _change(old: str, new: str, max_chars: int) -> _Field:
-    """`old` -> `new` as a unified diff of their lines (without file headers), or, when they are long, as a
-    block of `-` lines then one of `+` lines (a diff of long texts is slow, and it would be cut anyway)."""
-    old_lines, new_lines = old.splitlines(), new.splitlines()
-    if len(old) + len(new) <= max_chars and max(len(old_lines), len(new_lines)) <= _DIFF_MAX_LINES:
+    """`old` -> `new` as a unified diff of their lines (without its headers), or, when they are long (or the
+    same), as a block of `-` lines then one of `+` lines (a diff of long texts is slow, and would be cut)."""
+    if len(old) + len(new) <= max_chars:  # only then split: a long text is looked at no further than shown
+        # Split at "\n" only: every other line break (`\r`, `\u2028`) stays in its line, to be shown escaped.
+        old_lines, new_lines = old.split("\n"), new.split("\n")
         context = max(len(old_lines), len(new_lines))
-        diff = difflib.unified_diff(old_lines, new_lines, n=context, lineterm="")
-        return _Field("change", "\n".join(line for line in diff if not line.startswith(("---", "+++", "@@"))), True)
+        if context <= _DIFF_MAX_LINES:
+            diff = list(difflib.unified_diff(old_lines, new_lines, n=context, lineterm=""))
+            if diff:  # one hunk (all lines are context): drop its `---`, `+++` and `@@` headers
+                return _Field("change", "\n".join(diff[3:]), True)
     if len(old) > max_chars:  # only its head can be shown: the + block would not be reached
         return _Field("change", _prefixed("-", old[:max_chars]), True, more=len(old) - max_chars + len(new))
     head = new[:max_chars]

@@ -103,6 +103,12 @@ def test_an_edit_is_shown_as_a_diff_of_its_texts() -> None:
     )
 
 
+def test_an_edit_shows_lines_that_look_like_diff_headers_and_every_line_break() -> None:
+    arguments = {"path": "q.sql", "old_text": "-- keep\nSELECT 1;\n", "new_text": "--- gone\nSELECT 2;\u2028x\r"}
+    shown = present_call("edit_file", arguments, builtin=True, max_chars=6000)
+    assert shown.text.split("change:\n")[1] == "--- keep\n-SELECT 1;\n-\n+--- gone\n+SELECT 2;\\u2028x\\r"
+
+
 def test_a_long_edit_is_shown_as_blocks_and_cut() -> None:
     arguments = {"path": "m.py", "old_text": "old\n" * 10, "new_text": "new\n" * 100_000}
     shown = present_call("edit_file", arguments, builtin=True, max_chars=500)
