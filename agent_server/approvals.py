@@ -18,7 +18,9 @@ Channels (each front door builds its own; `name` is what the turn record's `appr
 - `acp`: ACP's `session/request_permission`, whose options map onto `Decision.choice`
   (`allow_once`, `allow_always` -> `allow_session`, `reject_*` -> `deny`; a cancelled request -> `cancel`).
 
-No MCP types here: arguments are plain JSON values, already summarised and redacted by the gate.
+What a question shows of a call is built once, by the gate, with `agent_server.presentation.present_call`
+(the whole call, escaped, or a cut that says so and defaults to deny), and every channel shows that
+(`ApprovalRequest.message`). No MCP types here: arguments are plain JSON values, masked by the gate.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from agent_server.presentation import Presentation
+
 Choice = Literal["allow_once", "allow_session", "deny", "cancel"]
 """The user's answer: run this call; run it and every later call of the tool in this session; do not run
 it; or the user dismissed the question (not run either)."""
@@ -38,24 +42,62 @@ ElicitationAction = Literal["accept", "decline", "cancel"]
 
 @dataclass(frozen=True, kw_only=True)
 class ApprovalRequest:
-    """One tool call waiting for the user's approval."""
+    """One tool call waiting for the user's approval. A channel shows `message` (or its parts: the call as
+    `shown`, `warning`), offers `choices`, and preselects `default_choice` where it can."""
 
     tool: str
     """The agent-side tool name (a mounted tool's is `<prefix>__<tool>`)."""
     arguments: dict[str, Any]
-    """The call's arguments with secret-looking values masked."""
-    summary: str
-    """The arguments on one short line, redacted: what a host shows next to the tool name."""
+    """The call's arguments with secret-looking values masked and long values cut
+    (`presentation.cap_arguments`): for channels that also pass the call on as data (ACP's `rawInput`)."""
+    shown: Presentation
+    """The call as a person is shown it (`presentation.present_call`): whole, escaped and masked, or cut
+    with the number of characters hidden."""
     source: str
     """Where the tool comes from: `builtin`, `plugin` or `mcp:<server>`."""
     session_id: str
     call_id: str
+    warning: str | None = None
+    """Set when the call writes to a protected path the user opted in to (`tools.protected_ask`): said
+    first in the question; `allow_session` is not offered, nor remembered if answered."""
+
+    @property
+    def remembers(self) -> bool:
+        """Whether `allow_session` is offered (not for a protected path: those are asked every time)."""
+        return self.warning is None
+
+    @property
+    def choices(self) -> tuple[Choice, ...]:
+        return ("allow_once", "allow_session", "deny") if self.remembers else ("allow_once", "deny")
+
+    @property
+    def default_choice(self) -> Choice | None:
+        """`deny` for a call not shown in full or writing to a protected path; else no default."""
+        return "deny" if self.shown.cut or self.warning is not None else None
 
     @property
     def message(self) -> str:
-        """The question as one line of text, for channels that show only text."""
+        """The question as text, for channels that show only text: the question, the warning, whether the
+        call is shown whole (and in how many lines) or cut (how much is hidden), then the call."""
         origin = "" if self.source in ("builtin", "plugin") else f" (from {self.source})"
-        return f"Allow the agent to run {self.tool}{origin}? {self.summary}".rstrip()
+        lines = [f"Allow the agent to run {self.tool}{origin}?"]
+        if self.warning is not None:
+            lines.append(f"WARNING: {self.warning}")
+        shown = self.shown
+        if shown.cut:
+            lines.append(
+                f"NOT SHOWN IN FULL: {shown.hidden_chars:,} characters of this call are hidden below "
+                "(approvals.max_shown_chars). The default answer is deny: allow it only if you know what the "
+                "hidden part does."
+            )
+        else:
+            count = shown.lines
+            lines.append(
+                f"The whole call is shown below ({count} line{'' if count == 1 else 's'}; invisible and control "
+                "characters appear escaped, as \\u200b or \\x1b)."
+            )
+        lines.append(shown.text)
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -120,3 +162,22 @@ def forwarding_to(forwarder: ElicitationForwarder | None) -> Generator[None]:
 def current_forwarder() -> ElicitationForwarder | None:
     """The forwarder of the tool call running in this task, if its turn has a channel."""
     return _current.get()
+
+
+_approved: ContextVar[bool] = ContextVar("agent_server_user_approved", default=False)
+
+
+@contextmanager
+def approved_by_user(approved: bool) -> Generator[None]:
+    """Run a tool call knowing whether the user allowed this very call (answered a question about it)."""
+    token = _approved.set(approved)
+    try:
+        yield
+    finally:
+        _approved.reset(token)
+
+
+def user_approved() -> bool:
+    """Whether the tool call running in this task (or its worker thread) was allowed by the user's answer,
+    not by the policy: what a write to an opted-in protected path needs (`tools.protected`)."""
+    return _approved.get()

@@ -77,6 +77,22 @@ class OpenAIOptions(BaseModel):
     `<tool_call>` tags) naming offered tools becomes those calls; for local models that do this."""
 
 
+DEFAULT_PROTECTED_PATHS = (
+    ".git",
+    ".agent_server",
+    ".mcp.json",
+    ".vscode",
+    ".cursor",
+    ".claude",
+    ".codex",
+    ".gemini",
+    ".zed",
+    ".agents",
+)
+"""`tools.protected_paths` by default: git's own files (a hook runs code), this server's state, and the places
+where editors and agents (this one included) read their configuration and their MCP servers."""
+
+
 class ToolsOptions(BaseModel):
     """The built-in tools that change things (`write_file`, `edit_file`, `run_command`) and their bounds.
 
@@ -104,6 +120,16 @@ class ToolsOptions(BaseModel):
     supervisor only sees that nothing outlives the call), `auto` (bwrap when it works, else none)."""
     sandbox_network: bool = False
     """Let sandboxed commands use the network (without it, a bwrap command has loopback only)."""
+    write_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1)
+    """`write_file` refuses content larger than this (UTF-8 bytes), and `edit_file` an edit whose file would be."""
+    protected_paths: tuple[str, ...] = DEFAULT_PROTECTED_PATHS
+    """Where the write tools never write (`agent_server.tools.protected`): a name (`.git`, `.vscode`) is any
+    file or directory of that name at any depth, a path with `/` is relative to the workspace (or absolute);
+    compared case-insensitively, as given and with symlinks resolved. The server's own config files and
+    state directory are protected as well, whatever this says."""
+    protected_ask: tuple[str, ...] = ()
+    """Protected paths (same forms) the user opts in to: a write there is asked every time, with a warning,
+    never allowed by the policy, `allow_session` or `approvals.headless`."""
 
 
 class _Choice(BaseModel):
@@ -171,6 +197,9 @@ class ApprovalSettings(BaseModel):
     headless: Literal["allow", "deny"] = "deny"
     timeout_s: float = Field(default=120, gt=0, le=3600)
     """The longest one ask (or a mounted server's forwarded elicitation) waits for the user's answer."""
+    max_shown_chars: int = Field(default=6000, ge=500, le=1_000_000)
+    """The most text a question shows of one call (`agent_server.presentation`): a longer call is shown cut,
+    says how much is hidden, and its question defaults to deny."""
 
 
 REQUEST_STATE_KEY_MIN_BYTES = 32

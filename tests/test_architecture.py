@@ -7,7 +7,18 @@ import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agent_server"
-LEAVES = {"types", "errors", "events", "redaction", "child_process", "approvals", "lines", "ids", "nesting"}
+LEAVES = {
+    "types",
+    "errors",
+    "events",
+    "redaction",
+    "child_process",
+    "approvals",
+    "lines",
+    "ids",
+    "nesting",
+    "presentation",
+}
 ADAPTERS = {"llm", "tools", "store", "mounts"}
 # What anyone may call in an adapter package: its protocols and the mount configuration (settings validate it).
 INTERFACES = {"llm.base", "tools.base", "store.base", "mounts.base", "mounts.config"}

@@ -7,11 +7,16 @@ than an allow (a denial, a dismissal, no answer in time, a channel error, no cha
 not run and the model reads why. The calls of a round are checked concurrently (each in its own task of
 `run_tool_round`), so a slow answer holds only its own call. `allow_session` is remembered in the store
 for (session, tool) and later calls of that tool in the session are not asked again.
+
+Before the policy, the toolset may screen a call (`screen`, DESIGN 3.10): a write to a protected path is
+refused outright (recorded `policy_deny` on channel `protected`, the user is not asked), and one to a
+protected path the user opted in to is asked every time with a warning: never allowed by the policy, by a
+remembered `allow_session`, or by `approvals.headless`. What the user is shown of a call is built once,
+here (`approval_request`, with `agent_server.presentation.present_call`), for every channel.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -29,15 +34,17 @@ from agent_server.approvals import (
     ElicitationRequest,
 )
 from agent_server.errors import StoreError
-from agent_server.redaction import MASK, redact
+from agent_server.presentation import cap_arguments, present_call
+from agent_server.redaction import MASK
 from agent_server.settings import ApprovalSettings, Rule, Settings
 from agent_server.store.base import SessionStore
+from agent_server.tools.base import Screening
 from agent_server.types import ApprovalOutcome, ApprovalRecord, ToolCall, ToolSpec, one_line
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_CHARS = 200
-"""How much of a call's arguments an approval question shows (on one line)."""
+REASON_CHARS = 200
+"""How much of a user's or a channel's reason for a refusal the model reads."""
 _SECRET_KEY = re.compile(r"pass(word|phrase)?|secret|token|api[-_]?key|auth|credential|private[-_]?key", re.I)
 _STRICTNESS: dict[Rule, int] = {"deny": 0, "ask": 1, "allow": 2}
 _MAX_DEPTH = 20
@@ -103,10 +110,25 @@ def masked_arguments(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def summarise(arguments: dict[str, Any], secrets: tuple[str, ...]) -> str:
-    """The (masked) arguments as one redacted line of at most `SUMMARY_CHARS` characters."""
-    text = json.dumps(arguments, ensure_ascii=False, default=str)
-    return one_line(redact(text, secrets), SUMMARY_CHARS)
+def approval_request(
+    call: ToolCall, spec: ToolSpec, *, session_id: str, settings: Settings, warning: str | None = None
+) -> ApprovalRequest:
+    """The question about `call`: its arguments masked, shown faithfully (`present_call`: whole and escaped,
+    or cut saying so), with the warning of a protected path."""
+    arguments = masked_arguments(call.arguments)
+    limit = settings.approvals.max_shown_chars
+    shown = present_call(
+        call.name, arguments, builtin=spec.source == "builtin", secrets=_secrets(settings), max_chars=limit
+    )
+    return ApprovalRequest(
+        tool=call.name,
+        arguments=cap_arguments(arguments, limit),
+        shown=shown,
+        source=spec.source,
+        session_id=session_id,
+        call_id=call.id,
+        warning=warning,
+    )
 
 
 def _secrets(settings: Settings) -> tuple[str, ...]:
@@ -117,6 +139,8 @@ def _secrets(settings: Settings) -> tuple[str, ...]:
 
 Refusal = str
 """Why a call was not run, as the model reads it."""
+PROTECTED_CHANNEL = "protected"
+"""The `channel` of a record of a call refused for its protected path (its `decision` is `policy_deny`)."""
 
 _Outcome = tuple[ApprovalOutcome, str]
 
@@ -135,21 +159,26 @@ class ApprovalGate:
     on_record: Callable[[ApprovalRecord], None]
     on_asking: Callable[[str], Awaitable[None]] | None = None
     """Told, before a question goes out, what the turn now waits for (a status line for the caller)."""
+    screen: Callable[[ToolCall], Awaitable[Screening | None]] | None = None
+    """The toolset's word on a call before the policy (`tools.base.ScreensCalls`): refuse it (a protected
+    path), or ask the user every time with a warning (an opted-in protected path)."""
     _remembered: set[str] | None = field(default=None, init=False)
     _loading: anyio.Lock = field(default_factory=anyio.Lock, init=False)
     _forwarder: _Forwarder | None = field(default=None, init=False)
+    _user_allowed: set[str] = field(default_factory=set[str], init=False)
 
     @property
     def policy(self) -> ApprovalSettings:
         return self.settings.approvals
 
+    def user_allowed(self, call_id: str) -> bool:
+        """Whether the user's own answer allowed the call `call_id` (not the policy nor a remembered answer)."""
+        return call_id in self._user_allowed
+
     async def check(self, call: ToolCall) -> Refusal | None:
         spec = await self._spec(call.name)
         if spec is None:
             return None  # not offered: the registry answers "unknown tool" and runs nothing
-        rule = decide(spec, self.policy, trusted_servers(self.settings))
-        if rule == "allow":
-            return None
         start = anyio.current_time()
 
         def record(decision: ApprovalOutcome, channel: str) -> ApprovalRecord:
@@ -160,26 +189,48 @@ class ApprovalGate:
             self.on_record(approval)
             return approval
 
+        screening = await self.screen(call) if self.screen is not None else None
+        if screening is not None and screening.refusal is not None:
+            record("policy_deny", PROTECTED_CHANNEL)
+            return screening.refusal
+        warning = screening.warning if screening is not None else None
+        rule = decide(spec, self.policy, trusted_servers(self.settings))
+        if warning is not None and rule == "allow":
+            rule = "ask"  # an opted-in protected path: asked every time, never allowed by the policy
+        if rule == "allow":
+            return None
         try:
-            decision, why, channel = await self._settle(call, spec, rule)
+            decision, why, channel = await self._settle(call, spec, rule, warning)
         except anyio.get_cancelled_exc_class():  # the turn was cancelled or timed out while the user was asked
             record("cancelled", self.channel.name if self.channel is not None else "none")
             raise
         if not record(decision, channel).allowed:
             return f"{why}; the tool was not run"
+        if decision in ("allow_once", "allow_session"):
+            self._user_allowed.add(call.id)
         if decision == "allow_session":
             await self._remember(call.name)
         return None
 
-    async def _settle(self, call: ToolCall, spec: ToolSpec, rule: Rule) -> tuple[ApprovalOutcome, str, str]:
-        """The outcome, why (for the model, when not allowed), and the channel that settled it."""
+    async def _settle(
+        self, call: ToolCall, spec: ToolSpec, rule: Rule, warning: str | None
+    ) -> tuple[ApprovalOutcome, str, str]:
+        """The outcome, why (for the model, when not allowed), and the channel that settled it. A call with a
+        `warning` is always asked: not remembered, and denied when nobody can be asked."""
         if rule == "deny":
             return "policy_deny", f"{call.name} is denied by the approvals policy", "policy"
-        if call.name in await self._remembered_tools():
+        if warning is None and call.name in await self._remembered_tools():
             return "remembered", "", "session"
         if self.channel is None:
+            if warning is not None:
+                why = f"{call.name} writes to a protected path, which needs the user's own answer: no approval channel"
+                return "no_channel", why, "none"
             return (*self._headless(call.name), "none")
-        return (*await self._ask(call, spec, self.channel), self.channel.name)
+        request = approval_request(call, spec, session_id=self.session_id, settings=self.settings, warning=warning)
+        outcome, why = await self._ask(request, self.channel)
+        if outcome == "allow_session" and not request.remembers:
+            outcome = "allow_once"  # not offered for a protected path; not remembered if answered anyway
+        return outcome, why, self.channel.name
 
     def forwarder(self) -> _Forwarder | None:
         """The way a mounted server's elicitation reaches this turn's user, bounded; None without a channel.
@@ -198,29 +249,21 @@ class ApprovalGate:
             return "headless_allow", ""
         return "no_channel", f"{tool} needs approval and there is no approval channel: denied by approvals.headless"
 
-    async def _ask(self, call: ToolCall, spec: ToolSpec, channel: ApprovalChannel) -> _Outcome:
-        arguments = masked_arguments(call.arguments)
-        request = ApprovalRequest(
-            tool=call.name,
-            arguments=arguments,
-            summary=summarise(arguments, _secrets(self.settings)),
-            source=spec.source,
-            session_id=self.session_id,
-            call_id=call.id,
-        )
+    async def _ask(self, request: ApprovalRequest, channel: ApprovalChannel) -> _Outcome:
+        tool = request.tool
         timeout = self.policy.timeout_s
         if self.on_asking is not None:
-            await self.on_asking(f"waiting for the user's approval of {call.name} (at most {timeout:g} s)")
+            await self.on_asking(f"waiting for the user's approval of {tool} (at most {timeout:g} s)")
         decision: Decision | None = None
         try:
             with anyio.move_on_after(timeout):
                 decision = await channel.ask(request)
         except Exception as exc:
-            logger.warning("the approval request for %s failed: %s: %s", call.name, type(exc).__name__, exc)
-            return "error", f"the approval request for {call.name} failed ({type(exc).__name__})"
+            logger.warning("the approval request for %s failed: %s: %s", tool, type(exc).__name__, exc)
+            return "error", f"the approval request for {tool} failed ({type(exc).__name__})"
         if decision is None:
-            return "timeout", f"no answer to the approval request for {call.name} within {timeout:g} s"
-        return _outcome_of(call.name, decision)
+            return "timeout", f"no answer to the approval request for {tool} within {timeout:g} s"
+        return _outcome_of(tool, decision)
 
     async def _remembered_tools(self) -> set[str]:
         async with self._loading:  # the calls of a round check concurrently: load once
@@ -241,7 +284,7 @@ class ApprovalGate:
 
 
 def _outcome_of(tool: str, decision: Decision) -> _Outcome:
-    reason = f": {one_line(decision.reason, SUMMARY_CHARS)}" if decision.reason else ""
+    reason = f": {one_line(decision.reason, REASON_CHARS)}" if decision.reason else ""
     choice: str = decision.choice  # a channel of a third party may answer anything: only these four count
     if choice == "allow_once":
         return "allow_once", ""

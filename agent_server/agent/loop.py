@@ -29,11 +29,12 @@ from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.preflight import maybe_compact
 from agent_server.agent.tool_calls import result_messages, run_tool_round
 from agent_server.agent.turn_state import Phase, Reason, TurnState
-from agent_server.agent.window import fit_between_rounds, result_budget
+from agent_server.agent.window import fit_between_rounds, fit_calls, result_budget
 from agent_server.errors import MAX_TOOL_PASSES, ModelError
 from agent_server.events import EventIds, EventSink, PromptTraceEvent, StatusEvent, TokenEvent
 from agent_server.llm.base import ModelRequest, ModelResponse
 from agent_server.settings import Settings
+from agent_server.tools.base import screens_calls
 from agent_server.types import AssistantTurn, ErrorInfo, Message, SessionHistory, ToolRound, ToolSpec, TurnStatus
 
 logger = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ async def drive(
         specs=deps.tools.list_tools,
         known={spec.name: spec for spec in tools},
         on_record=state.add_approval,
+        screen=deps.tools.screen if screens_calls(deps.tools) else None,
     )
     run = _Run(deps=deps, request=request, state=state, emit=emit, tools=tools, gate=gate)
     gate.on_asking = lambda message: run.status("executing_tools", message)
@@ -209,7 +211,8 @@ async def _record_response(run: _Run, response: ModelResponse) -> ModelResponse:
     response = response.model_copy(update={"tool_calls": bound_argument_nesting(response.tool_calls)})
     reasoning = response.reasoning if run.request.trace == "extended" else None
     phase = "initial" if run.tool_round == 0 else f"followup_{run.tool_round}"
-    turn = AssistantTurn(phase=phase, text=response.text, tool_calls=response.tool_calls, reasoning=reasoning)
+    kept = fit_calls(response.tool_calls, result_budget(run.deps.settings, len(response.tool_calls)))
+    turn = AssistantTurn(phase=phase, text=response.text, tool_calls=kept, reasoning=reasoning)
     run.state.add_assistant_turn(turn, response.usage)
     if response.tool_calls_from_text:
         names = ", ".join(call.name for call in response.tool_calls)
@@ -238,22 +241,22 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
     run.tool_round += 1
     tool_round = run.tool_round
     await run.status("executing_tools", f"running {len(response.tool_calls)} tool call(s) (round {tool_round})")
-    assistant = Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+    budget = result_budget(run.deps.settings, len(response.tool_calls))
+    kept = fit_calls(response.tool_calls, budget)  # what the history and the record keep; the calls run whole
+    assistant = Message(role="assistant", content=response.text, tool_calls=kept)
     results = await run_tool_round(
         run.deps.tools,
         response.tool_calls,
         tool_round=tool_round,
         emit=run.emit,
         ids=run.ids,
-        max_chars=result_budget(run.deps.settings, len(response.tool_calls)),
+        max_chars=budget,
         gate=run.gate,
     )
     step = [assistant, *result_messages(results)]
     run.messages += step
     run.state.commit(step)
-    run.state.add_tool_round(
-        ToolRound(tool_round=tool_round, requested_tools=response.tool_calls, tool_results=results)
-    )
+    run.state.add_tool_round(ToolRound(tool_round=tool_round, requested_tools=kept, tool_results=results))
     return NextStepDecide()
 
 

@@ -14,8 +14,8 @@ import json
 import anyio
 
 from agent_server.agent.approvals import ApprovalGate
-from agent_server.agent.window import fit_result
-from agent_server.approvals import forwarding_to
+from agent_server.agent.window import fit_calls, fit_result
+from agent_server.approvals import approved_by_user, forwarding_to
 from agent_server.events import EventIds, EventSink, ToolProgressEvent, ToolResultEvent, ToolStartEvent
 from agent_server.tools.base import Toolset, error_result
 from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
@@ -38,12 +38,14 @@ async def run_tool_round(
 ) -> list[ToolResult]:
     """Run every call of one round concurrently; return the results in call order.
 
-    With `max_chars`, each result's text is cut to it (`window.fit_result`) before anyone sees it.
+    With `max_chars`, each result's text is cut to it (`window.fit_result`) before anyone sees it, and so
+    are the arguments the `tool_start` events carry (`window.fit_calls`; the calls run with all of them).
     """
     results: list[ToolResult | None] = [None] * len(calls)
 
     async def run_one(index: int, call: ToolCall) -> None:
-        await emit(ToolStartEvent(tool_round=tool_round, call=call, **ids))
+        shown = call if max_chars is None else fit_calls([call], max_chars)[0]  # events keep what the record does
+        await emit(ToolStartEvent(tool_round=tool_round, call=shown, **ids))
         result = await _call(tools, call, emit=emit, ids=ids, gate=gate)
         if max_chars is not None:
             result = fit_result(result, max_chars)
@@ -70,7 +72,8 @@ async def _call(
         )
         await emit(event)
 
-    with forwarding_to(gate.forwarder() if gate is not None else None):  # a mounted server's elicitations
+    forwarder = gate.forwarder() if gate is not None else None  # for a mounted server's elicitations
+    with forwarding_to(forwarder), approved_by_user(gate is not None and gate.user_allowed(call.id)):
         return await tools.call_tool(call, on_progress=on_progress)  # timed by the registry
 
 

@@ -5,7 +5,8 @@ Two decisions live here, each in one place:
 - `result_budget`: how many characters of text one tool result may put into the prompt. One
   round's results share `tool_result_max_share` of `context_window` (estimated at
   `CHARS_PER_TOKEN`); `fit_result` cuts a longer result with a note saying how to get the rest.
-  The cut result is also what the turn record and the session history keep.
+  The cut result is also what the turn record and the session history keep. A call's arguments are
+  kept within the same budget (`fit_calls`), though the call itself runs with all of them.
 - `fit_between_rounds`: before a follow-up sampling whose estimated request would cross the
   compaction threshold, the session's stored history is compacted (as before the first sampling);
   if the turn's own messages still do not fit, its oldest tool results are elided from the
@@ -22,8 +23,9 @@ from agent_server.agent.context import AgentDeps
 from agent_server.agent.preflight import maybe_compact
 from agent_server.agent.turn_state import TurnState
 from agent_server.events import EventSink, StatusEvent
+from agent_server.presentation import cap_arguments
 from agent_server.settings import Settings
-from agent_server.types import ContentPart, Message, SessionHistory, TextPart, ToolResult
+from agent_server.types import ContentPart, Message, SessionHistory, TextPart, ToolCall, ToolResult
 
 MIN_RESULT_CHARS = 1_000
 """However small the window, a result keeps this much: a note alone tells the model nothing."""
@@ -58,6 +60,18 @@ def fit_result(result: ToolResult, max_chars: int) -> ToolResult:
     )
     content.append(TextPart(text=note))
     return result.model_copy(update={"content": content})
+
+
+def fit_calls(calls: list[ToolCall], max_chars: int) -> list[ToolCall]:
+    """`calls` as the record, the history and the events keep them: each call's arguments within about
+    `max_chars` characters of JSON, the longest values cut first, each cut one ending with a marker that
+    says how much was cut and that the call ran with the whole value (`presentation.cap_arguments`)."""
+    return [_fit_call(call, max_chars) for call in calls]
+
+
+def _fit_call(call: ToolCall, max_chars: int) -> ToolCall:
+    arguments = cap_arguments(call.arguments, max_chars)
+    return call if arguments is call.arguments else call.model_copy(update={"arguments": arguments})
 
 
 def _shorten_longest(content: list[ContentPart], excess: int) -> list[ContentPart]:

@@ -137,6 +137,11 @@ class TurnHandle:
         self.updated_at = utc_now()
         self._notify()
 
+    def next_change(self) -> anyio.Event:
+        """An event set at the turn's next change (an event kept, its input requests changed, its end): take it
+        before looking at the turn, then wait on it."""
+        return self._changed
+
     async def wait_for_input(self, timeout_s: float | None = None) -> bool:
         """Wait until the turn ends or waits for its client's input (`timeout_s` at most); True if it waits."""
         with anyio.move_on_after(timeout_s if timeout_s is not None else float("inf")):

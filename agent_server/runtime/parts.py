@@ -132,6 +132,7 @@ def workspace_tools(
         state_dir=settings.state_path,
         environ=environ,
         sandbox=sandbox,
+        protected=[p.expanduser().absolute() for p in (settings.config_file, settings.mcp_config) if p],
     )
 
 

@@ -6,8 +6,9 @@ requests: there the same forms travel as input requests of the turn's park (`inp
 task's `input_required`, a `run_turn`'s `InputRequiredResult`), built and read by the functions here. A
 client without the capability cannot be asked: no channel, and the headless policy decides.
 
-The question is a flat form of one field, `decision` (`allow_once`, `allow_session`, `deny`), with a
-message naming the tool and a short, redacted summary of its arguments. `accept` with a decision is
+The question is a flat form of one field, `decision` (`allow_once`, `allow_session`, `deny`; without
+`allow_session` for a protected path; defaulting to `deny` when the call is not shown in full), with the
+request's message: the tool, and the whole call, faithfully (`agent_server.presentation`). `accept` with a decision is
 that decision; `decline` is a denial; `cancel` is a dismissal (the call is not run either way). A
 mounted server's own elicitation is passed on with its message (prefixed with the server's name, so
 the user knows who asks) and its schema, and its answer passed back.
@@ -29,22 +30,29 @@ from agent_server.approvals import (
     ElicitationAnswer,
     ElicitationRequest,
 )
+from agent_server.presentation import escaped
 
 CHANNEL = "elicitation"
 USER_CHOICES = ("allow_once", "allow_session", "deny")
-DECISION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "decision": {
-            "type": "string",
-            "title": "Decision",
-            "description": "allow_once: run this call; allow_session: run it and allow this tool for the rest "
-            "of the session; deny: do not run it",
-            "enum": list(USER_CHOICES),
-        }
-    },
-    "required": ["decision"],
+_MEANINGS = {
+    "allow_once": "allow_once: run this call",
+    "allow_session": "allow_session: run it and allow this tool for the rest of the session",
+    "deny": "deny: do not run it",
 }
+
+
+def decision_schema(request: ApprovalRequest) -> dict[str, Any]:
+    """The flat form of one field, `decision`: the request's choices, and its default (`deny` for a call not
+    shown in full or writing to a protected path)."""
+    field: dict[str, Any] = {
+        "type": "string",
+        "title": "Decision",
+        "description": "; ".join(_MEANINGS[choice] for choice in request.choices),
+        "enum": list(request.choices),
+    }
+    if request.default_choice is not None:
+        field["default"] = request.default_choice
+    return {"type": "object", "properties": {"decision": field}, "required": ["decision"]}
 
 
 def approval_channel(ctx: ServerRequestContext[Any, Any]) -> ApprovalChannel | None:
@@ -63,8 +71,9 @@ def declares_form_elicitation(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 
 def approval_form(request: ApprovalRequest) -> types.ElicitRequest:
-    """The approval question as an `elicitation/create` form (every channel over elicitation asks this)."""
-    return _form(request.message, DECISION_SCHEMA)
+    """The approval question as an `elicitation/create` form (every channel over elicitation asks this):
+    the request's faithful message (`ApprovalRequest.message`) and `decision_schema`."""
+    return _form(request.message, decision_schema(request))
 
 
 def decision_of(result: types.ElicitResult) -> Decision:
@@ -80,8 +89,9 @@ def decision_of(result: types.ElicitResult) -> Decision:
 
 
 def elicitation_form(request: ElicitationRequest) -> types.ElicitRequest:
-    """A mounted server's form, passed on with its server's name in front of its message."""
-    return _form(f"[{request.server}] {request.message}", request.requested_schema)
+    """A mounted server's form, passed on with its server's name in front of its message (escaped: what
+    would render as nothing or reorder the text is shown as `\\u200b`, `\\u202e`)."""
+    return _form(f"[{request.server}] {escaped(request.message)}", request.requested_schema)
 
 
 def answer_of(result: types.ElicitResult) -> ElicitationAnswer:

@@ -66,7 +66,7 @@ def lend(runtime: AgentRuntime, ctx: Any, channel: str) -> Lent:
 
 def wire_requests(park: Park) -> dict[str, WireRequest]:
     """The park's pending requests as the `inputRequests` map."""
-    return {request.key: _wire(request) for request in park.pending()}
+    return {request.key: wire_request(request) for request in park.pending()}
 
 
 def wire_requests_json(park: Park) -> dict[str, Any]:
@@ -76,7 +76,8 @@ def wire_requests_json(park: Park) -> dict[str, Any]:
     }
 
 
-def _wire(request: InputRequest) -> WireRequest:
+def wire_request(request: InputRequest) -> WireRequest:
+    """One input request as the MCP request a client answers (`elicitation/create`, `sampling/createMessage`)."""
     payload = request.payload
     if isinstance(payload, ApprovalRequest):
         return approval_form(payload)

@@ -8,6 +8,10 @@ reshape a tool call's result into a `CallToolResult`); without `task` the call r
 - `tasks/get`: the task (`working` with the latest progress line, `completed`, `cancelled`);
 - `tasks/result`: waits until the turn ends, then returns exactly the `CallToolResult` the synchronous call
   would have returned (a cancelled turn's too: its record says `cancelled`), with the related-task `_meta`;
+  while it waits, the turn's questions for its client (`input_required`: an approval, shown as every channel
+  shows it, or a mounted server's form) go to the client as `elicitation/create` requests with the
+  related-task `_meta`, and the answers back to the turn (the task asks only when its `tools/call` came
+  from a client that declared form elicitation; else `approvals.headless` decides);
 - `tasks/list`: this connection's tasks, newest first, paged by `nextCursor`;
 - `tasks/cancel`: cancels the turn and returns the task (`cancelled`); a task that already ended is `-32602`.
 
@@ -18,11 +22,16 @@ runs, within the registry's bound).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from pydantic import ValidationError
 
+from agent_server.runtime import InputRequest, Park, TurnHandle
 from agent_server.server.connections import connection_key
 from agent_server.server.handlers import Context
 from agent_server.server.tasks import (
@@ -34,6 +43,8 @@ from agent_server.server.tasks import (
     start_task,
     task_state,
 )
+
+logger = logging.getLogger(__name__)
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 LIST_PAGE = 50
@@ -78,13 +89,51 @@ async def handle_result(registry: TaskRegistry, ctx: Context, task_id: str) -> d
     entry = _entry(registry, ctx, task_id)
     handle = ctx.lifespan_context.background_turn(entry.turn_id)
     if handle is not None:
-        await handle.wait()
+        await _wait_relaying_input(ctx, handle, entry.task_id)
     state = await task_state(ctx.lifespan_context, entry)
     if state.result is None:
         failure = state.message if state.status == "failed" else f"task {entry.task_id} is {state.status}"
         raise MCPError(types.INTERNAL_ERROR, failure)
     result = state.result.model_dump(mode="json", by_alias=True, exclude_none=True)
     return {**result, "_meta": {**(result.get("_meta") or {}), RELATED_TASK: {"taskId": entry.task_id}}}
+
+
+async def _wait_relaying_input(ctx: Context, handle: TurnHandle, task_id: str) -> None:
+    """Wait until the turn ends, and meanwhile send what it waits for from its client (`input_required`: an
+    approval, a mounted server's form) as `elicitation/create` requests tied to the task, answering the turn
+    with the client's replies: the 2025-11-25 way, where the client calls `tasks/result` on `input_required`."""
+    if handle.park is None or not ctx.session.can_send_request:
+        await handle.wait()
+        return
+    async with anyio.create_task_group() as asking:
+        sent: set[str] = set()
+        while not handle.done:
+            changed = handle.next_change()
+            for request in handle.park.pending():
+                if request.kind != "model" and request.key not in sent:
+                    sent.add(request.key)
+                    asking.start_soon(_relay, ctx, handle.park, request, task_id)
+            await changed.wait()
+        asking.cancel_scope.cancel()  # questions of a turn that ended need no answer
+
+
+async def _relay(ctx: Context, park: Park, request: InputRequest, task_id: str) -> None:
+    """Ask the client one of the turn's input requests and deliver its answer (a failure: a refusal)."""
+    from agent_server.server.input_requests import deliver, wire_request
+
+    wire = wire_request(request)
+    assert isinstance(wire, types.ElicitRequest)  # model calls are never relayed (`request.kind`)
+    meta: dict[str, Any] = {**(wire.params.meta or {}), RELATED_TASK: {"taskId": task_id}}
+    wire = wire.model_copy(update={"params": wire.params.model_copy(update={"meta": meta})})
+    related = None if ctx.request_id is None else str(ctx.request_id)
+    try:
+        answer: object = await ctx.session.send_request(
+            wire, types.ElicitResult, metadata=ServerMessageMetadata(related_request_id=related)
+        )
+    except (MCPError, ValidationError) as exc:
+        logger.info("the client did not answer %s of task %s: %s", request.key, task_id, exc)
+        answer = {"action": "decline"}
+    deliver(park, {request.key: answer})
 
 
 async def handle_list(registry: TaskRegistry, ctx: Context, cursor: str | None) -> dict[str, Any]:

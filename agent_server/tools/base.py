@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol, TypeGuard, runtime_checkable
 
 from agent_server.types import DroppedTool, TextPart, ToolCall, ToolResult, ToolSpec
@@ -42,6 +43,26 @@ def unknown_tool(call: ToolCall) -> ToolResult:
     return error_result(call, f"unknown tool {call.name!r}")
 
 
+@dataclass(frozen=True)
+class Screening:
+    """A toolset's word on one call before the approval gate applies its policy (see `ScreensCalls`)."""
+
+    refusal: str | None = None
+    """Refuse the call, with this error result for the model; the user is not asked."""
+    warning: str | None = None
+    """Ask the user every time (whatever the policy says), with this warning in the question."""
+
+
+@runtime_checkable
+class ScreensCalls(Protocol):
+    """A toolset with calls that no approval may allow (or only the user's own, each time): the built-in
+    write tools and their protected paths (`tools.protected`)."""
+
+    async def screen(self, call: ToolCall) -> Screening | None:
+        """The word on `call` before it is approved; None: nothing to say (the policy decides)."""
+        ...
+
+
 @runtime_checkable
 class DropsTools(Protocol):
     """A toolset that leaves some of its tools out (see `DroppedTool`) and can say which and why."""
@@ -63,6 +84,11 @@ class RoutesTools(Protocol):
 def drops_tools(toolset: object) -> TypeGuard[DropsTools]:
     """`isinstance(toolset, DropsTools)`, decided once per class (a runtime protocol check costs ~10 us a call)."""
     return _has_protocol(type(toolset), DropsTools)
+
+
+def screens_calls(toolset: object) -> TypeGuard[ScreensCalls]:
+    """`isinstance(toolset, ScreensCalls)`, decided once per class."""
+    return _has_protocol(type(toolset), ScreensCalls)
 
 
 def routes_tools(toolset: object) -> TypeGuard[RoutesTools]:

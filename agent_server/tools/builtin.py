@@ -24,7 +24,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -36,7 +36,7 @@ from pydantic import Field
 from agent_server.errors import ToolFailure
 from agent_server.settings import ToolsOptions
 from agent_server.tools.arguments import ToolArguments, input_schema, parse_arguments
-from agent_server.tools.base import ProgressCallback, error_result, unknown_tool
+from agent_server.tools.base import ProgressCallback, Screening, error_result, unknown_tool
 from agent_server.tools.workspace import PATH_HELP, Output, WorkspacePaths
 from agent_server.types import ContentPart, ImagePart, TextPart, ToolAnnotations, ToolCall, ToolResult, ToolSpec
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import regex
 
     from agent_server.tools.sandbox import CommandSandbox
+    from agent_server.tools.writes import FileWriter
 
 logger = logging.getLogger(__name__)
 
@@ -143,10 +144,12 @@ class WorkspaceToolset:
         state_dir: Path | None = None,
         environ: Mapping[str, str] | None = None,
         sandbox: CommandSandbox | None = None,
+        protected: Sequence[Path] = (),
     ) -> None:
-        """`state_dir` is refused to the write tools; `environ` is where `run_command`'s minimal one comes from;
-        `sandbox` is where its commands run (one of the runtime's, shared by its workspaces; default: one made
-        from `options`, hiding `state_dir`)."""
+        """`state_dir` and `protected` (the server's own config files) are protected paths of the write tools,
+        beyond `options.protected_paths`; `environ` is where `run_command`'s minimal one comes from; `sandbox` is
+        where its commands run (one of the runtime's, shared by its workspaces; default: one made from `options`,
+        hiding `state_dir`)."""
         options = options or ToolsOptions()
         self._paths = WorkspacePaths(workspace)
         self._read_max = read_max_bytes
@@ -158,8 +161,10 @@ class WorkspaceToolset:
             "search_text": self._search_text,
         }
         self._tools = {name: _Tool(SPECS[name], ARGUMENTS[name], _in_thread(run)) for name, run in reads.items()}
+        self._writer: FileWriter | None = None
         if options.write:
-            self._tools.update(self._write_tools(options, state_dir))
+            always = [path for path in (state_dir, *protected) if path is not None]
+            self._tools.update(self._write_tools(options, always))
         if options.exec:
             environ = os.environ if environ is None else environ
             if sandbox is None:
@@ -169,13 +174,21 @@ class WorkspaceToolset:
                 sandbox = CommandSandbox.from_options(options, hidden=hidden, environ=environ)
             self._tools.update(self._command_tools(options, environ, sandbox))
 
-    def _write_tools(self, options: ToolsOptions, state_dir: Path | None) -> dict[str, _Tool]:
+    def _write_tools(self, options: ToolsOptions, always: list[Path]) -> dict[str, _Tool]:
         # Imported only when enabled: most servers never offer them, and every import is start-up time.
+        from agent_server.tools.protected import ProtectedPaths
         from agent_server.tools.writes import ARGUMENTS as WRITE_ARGUMENTS
         from agent_server.tools.writes import SPECS as WRITE_SPECS
         from agent_server.tools.writes import FileWriter
 
-        writer = FileWriter(self._paths, state_dir=state_dir, edit_max_bytes=options.edit_max_bytes)
+        entries = [*options.protected_paths, *(str(path) for path in always)]
+        writer = FileWriter(
+            self._paths,
+            protected=ProtectedPaths(self._paths.root, entries, options.protected_ask),
+            edit_max_bytes=options.edit_max_bytes,
+            write_max_bytes=options.write_max_bytes,
+        )
+        self._writer = writer
         runs = {"write_file": writer.write_file, "edit_file": writer.edit_file}
         return {name: _Tool(WRITE_SPECS[name], WRITE_ARGUMENTS[name], _in_thread(run)) for name, run in runs.items()}
 
@@ -195,6 +208,14 @@ class WorkspaceToolset:
 
     async def list_tools(self) -> list[ToolSpec]:
         return [tool.spec for tool in self._tools.values()]
+
+    async def screen(self, call: ToolCall) -> Screening | None:
+        """The write tools' word on a call before it is approved (`tools.base.ScreensCalls`): protected paths
+        and the size limit; None for every other tool."""
+        writer = self._writer
+        if writer is None or call.name not in ("write_file", "edit_file"):
+            return None
+        return await anyio.to_thread.run_sync(writer.screen, call.name, call.arguments, abandon_on_cancel=True)
 
     async def call_tool(self, call: ToolCall, *, on_progress: ProgressCallback | None = None) -> ToolResult:
         tool = self._tools.get(call.name)

@@ -22,7 +22,16 @@ from collections.abc import Sequence
 
 import anyio
 
-from agent_server.tools.base import ProgressCallback, Toolset, drops_tools, error_result, routes_tools, unknown_tool
+from agent_server.tools.base import (
+    ProgressCallback,
+    Screening,
+    Toolset,
+    drops_tools,
+    error_result,
+    routes_tools,
+    screens_calls,
+    unknown_tool,
+)
 from agent_server.tools.wrappers import FilteredToolset
 from agent_server.types import DroppedTool, ToolCall, ToolResult, ToolSpec
 
@@ -79,6 +88,11 @@ class ToolRegistry:
             message = f"tool {call.name!r} failed with an internal error ({type(exc).__name__}); see the server log"
             result = error_result(call, message)
         return result.model_copy(update={"duration_s": time.perf_counter() - started})
+
+    async def screen(self, call: ToolCall) -> Screening | None:
+        """The word of the toolset that runs `call` on it (`ScreensCalls`), if that toolset screens calls."""
+        owner = self._owner_of(call.name)
+        return await owner.screen(call) if owner is not None and screens_calls(owner) else None
 
     def _owner_of(self, name: str) -> Toolset | None:
         """The toolset that runs `name`, if the last listing offered it."""

@@ -2,18 +2,22 @@
 
 Paths are judged as for the read tools (`workspace.py`): `..`, an absolute path outside, a symlink
 leading out, and writing through a symlink whose target is outside are all refused with an error
-result, and nothing is written. Two places inside the workspace are refused as well, by decision:
+result, and nothing is written. Protected paths (`protected.py`: `.git`, the server's own config files
+and state, the config places of editors and agents) are refused too, before anyone is asked
+(`FileWriter.screen`), or, where the user opted in, written only when the user allowed that very call.
 
-- any `.git` directory (at any depth, in any letter case): a written hook or config runs code the next
-  time someone uses git there, which would turn file writes into command execution;
-- the agent server's own state: `<workspace>/.agent_server` (its sessions database and the prompt files
-  that steer the agent) and the state directory, wherever it is.
+What was checked is what is written: the path is resolved once (every symlink followed), and then each
+directory on the way is opened in the one before it without following a symlink, and the file is read,
+written and renamed inside that held directory (`dir_fd`). A directory swapped for a symlink by a racing
+process meanwhile fails the write ("changed while it was written"); it never leads the write, or its
+temporary file, out of the workspace.
 
-A write is atomic: the new text goes to a temporary file in the same directory, is flushed to disk,
-and replaces the file with `os.replace`, so a failed write leaves the old file whole (and no temporary
-file behind). A replaced file keeps its permission bits; a new one gets the usual ones (umask
-applied). Replacing makes a new file: a hard link to the old one keeps the old text. Missing parent
-directories inside the workspace are created.
+A write is atomic: the new text goes to a temporary file in the same directory (`temporaries.py`: named
+so it is recognised, and removed later if its writer was killed), is flushed to disk, and replaces the
+file with `os.replace`, so a failed write leaves the old file whole (and no temporary file behind). A
+replaced file keeps its permission bits; a new one gets the usual ones (umask applied). Replacing makes
+a new file: a hard link to the old one keeps the old text. Missing parent directories inside the
+workspace are created. Content over `write_max_bytes` (and an edit whose file would be) is refused.
 
 `edit_file` replaces exact text (no regex, no whitespace folding) and answers with a short unified
 diff. It holds the whole file in memory, so files over `edit_max_bytes` are refused.
@@ -22,17 +26,24 @@ diff. It holds the whole file in memory, so files over `edit_max_bytes` are refu
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import re
-import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
+from agent_server.approvals import user_approved
 from agent_server.errors import ToolFailure
 from agent_server.tools.arguments import ToolArguments, input_schema
+from agent_server.tools.base import Screening
+from agent_server.tools.protected import Judgement, ProtectedPaths, refusal, warning
+from agent_server.tools.temporaries import StaleTemporaries, temporary_name
 from agent_server.tools.workspace import PATH_HELP, Output, WorkspacePaths
 from agent_server.types import TextPart, ToolAnnotations, ToolSpec
 
@@ -84,23 +95,44 @@ SPECS: dict[str, ToolSpec] = {
 class FileWriter:
     """`write_file` and `edit_file` over one workspace (blocking: the toolset runs them in a worker thread)."""
 
-    def __init__(self, paths: WorkspacePaths, *, state_dir: Path | None, edit_max_bytes: int) -> None:
+    def __init__(
+        self,
+        paths: WorkspacePaths,
+        *,
+        protected: ProtectedPaths,
+        edit_max_bytes: int,
+        write_max_bytes: int = 8 * 1024 * 1024,
+    ) -> None:
         self._paths = paths
-        protected = [paths.root / ".agent_server"]
-        if state_dir is not None:
-            protected.append(state_dir.expanduser().resolve())
         self._protected = protected
         self._edit_max = edit_max_bytes
+        self._write_max = write_max_bytes
+        self._temporaries = StaleTemporaries()
+
+    def screen(self, tool: str, arguments: dict[str, Any]) -> Screening | None:
+        """The word on a call before it is approved (`tools.base.ScreensCalls`): a refusal for a protected
+        path or content over the limit, a warning for an opted-in protected path; None otherwise (also for
+        arguments that will fail validation: the call says so when it runs)."""
+        raw = arguments.get("path")
+        if not isinstance(raw, str):
+            return None
+        content = arguments.get("content")
+        try:
+            if tool == "write_file" and isinstance(content, str):
+                self._check_size(content, "content")
+            target = self._target(raw)
+        except ToolFailure as exc:
+            return Screening(refusal=exc.message)
+        return Screening(warning=warning(raw, target.judgement.entry)) if target.judgement.verdict == "ask" else None
 
     def write_file(self, args: WriteFileArguments) -> Output:
-        path = self._writable(args.path)
-        existed = path.exists()
-        if existed and not path.is_file():
-            raise ToolFailure(f"{args.path!r} exists and is not a regular file")
-        data = _encode(args.content, "content")
-        self._make_parent(path, args.path)
-        _atomic_write(path, data)
-        rel = self._paths.rel(path)
+        data = self._check_size(args.content, "content")
+        target = self._writable(args.path)
+        with _directory(self._paths.root, target.parts[:-1], args.path, create=True) as directory:
+            existed = _existing_mode(directory, target.name, args.path) is not None
+            self._temporaries.clean(directory)
+            _atomic_write(directory, target.name, data)
+        rel = self._paths.rel(target.path)
         verb = "Replaced" if existed else "Created"
         text = f"{verb} {rel} ({len(data)} bytes)"
         return [TextPart(text=text)], {"path": rel, "bytes": len(data), "created": not existed}
@@ -108,49 +140,79 @@ class FileWriter:
     def edit_file(self, args: EditFileArguments) -> Output:
         if not args.old_text:
             raise ToolFailure("old_text is empty; give the exact text to replace (write_file writes a whole file)")
-        path = self._writable(args.path)
-        before = self._read_text(path, args.path)
-        count = before.count(args.old_text)
-        if count == 0:
-            raise ToolFailure(_not_found(args.path, before, args.old_text))
-        if count > 1 and not args.replace_all:
-            raise ToolFailure(
-                f"old_text occurs {count} times in {args.path!r}; include more surrounding text so it occurs "
-                f"once, or set replace_all to replace all {count}"
-            )
-        if args.new_text == args.old_text:
-            raise ToolFailure("new_text is the same as old_text; nothing to change")
-        after = before.replace(args.old_text, args.new_text, -1 if args.replace_all else 1)
-        _atomic_write(path, _encode(after, "new_text"))
-        rel = self._paths.rel(path)
-        replaced = count if args.replace_all else 1
+        target = self._writable(args.path)
+        with _directory(self._paths.root, target.parts[:-1], args.path, create=False) as directory:
+            before = self._read_text(directory, target.name, args.path)
+            count = before.count(args.old_text)
+            if count == 0:
+                raise ToolFailure(_not_found(args.path, before, args.old_text))
+            if count > 1 and not args.replace_all:
+                raise ToolFailure(
+                    f"old_text occurs {count} times in {args.path!r}; include more surrounding text so it occurs "
+                    f"once, or set replace_all to replace all {count}"
+                )
+            if args.new_text == args.old_text:
+                raise ToolFailure("new_text is the same as old_text; nothing to change")
+            replaced = count if args.replace_all else 1
+            if len(before) + replaced * (len(args.new_text) - len(args.old_text)) > self._write_max:
+                raise ToolFailure(self._too_large("the edited file", None))
+            after = before.replace(args.old_text, args.new_text, -1 if args.replace_all else 1)
+            data = self._check_size(after, "new_text", what="the edited file")
+            self._temporaries.clean(directory)
+            _atomic_write(directory, target.name, data)
+        rel = self._paths.rel(target.path)
         diff = short_diff(rel, before, after)
         text = f"Edited {rel}: replaced {replaced} occurrence{'s' if replaced > 1 else ''}\n{diff}"
         return [TextPart(text=text)], {"path": rel, "replacements": replaced}
 
-    def _writable(self, raw: str) -> Path:
-        """The real path to write for `raw`; ToolFailure when it is outside or protected (module docstring)."""
+    def _check_size(self, text: str, argument: str, what: str = "content") -> bytes:
+        """`text` as UTF-8, at most `write_max_bytes` of it (its length is looked at before it is encoded)."""
+        if len(text) > self._write_max:  # each character is at least one byte
+            raise ToolFailure(self._too_large(what, None))
+        data = _encode(text, argument)
+        if len(data) > self._write_max:
+            raise ToolFailure(self._too_large(what, len(data)))
+        return data
+
+    def _too_large(self, what: str, size: int | None) -> str:
+        actual = "" if size is None else f" ({size} bytes)"
+        return (
+            f"{what} is over the write limit of {self._write_max} bytes{actual} (tools.write_max_bytes); "
+            "nothing was written: write less, e.g. a smaller file"
+        )
+
+    def _target(self, raw: str) -> _Target:
+        """Where a write to `raw` goes and what protects it; ToolFailure when it is outside, a directory, or
+        protected (module docstring)."""
         path = self._paths.resolve(raw)
         if path == self._paths.root or path.is_dir():
             raise ToolFailure(f"{raw!r} is a directory")
-        if any(part.lower() == ".git" for part in path.relative_to(self._paths.root).parts):
-            raise ToolFailure(f"{raw!r} is inside a .git directory, which the write tools do not change")
-        if any(path.is_relative_to(place) for place in self._protected):
-            raise ToolFailure(f"{raw!r} is in the agent server's state directory, which the write tools do not change")
-        return path
+        written = Path(os.path.normpath(self._paths.root / raw))
+        judgement = self._protected.judge(written, path)
+        if judgement.verdict == "refused":
+            raise ToolFailure(refusal(raw, judgement.entry))
+        return _Target(path, path.relative_to(self._paths.root).parts, judgement)
 
-    def _make_parent(self, path: Path, raw: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Checked again once it exists: a directory swapped for a symlink meanwhile must not lead out.
-        if not path.parent.resolve().is_relative_to(self._paths.root):
-            raise ToolFailure(f"path {raw!r} is outside the workspace")
+    def _writable(self, raw: str) -> _Target:
+        """`_target`, and for an opted-in protected path, only when the user allowed this very call."""
+        target = self._target(raw)
+        if target.judgement.verdict == "ask" and not user_approved():
+            raise ToolFailure(
+                f"{raw!r} is a protected path (under {target.judgement.entry!r}): a write there needs the user's "
+                "own approval of this very call, and it had none; nothing was written"
+            )
+        return target
 
-    def _read_text(self, path: Path, raw: str) -> str:
-        if not path.exists():
-            raise ToolFailure(f"file not found: {raw!r} (write_file creates a file)")
-        if not path.is_file():
-            raise ToolFailure(f"{raw!r} is not a regular file")
-        with path.open("rb") as handle:
+    def _read_text(self, directory: int, name: str, raw: str) -> str:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | _NONBLOCK, dir_fd=directory)
+        except FileNotFoundError:
+            raise ToolFailure(f"file not found: {raw!r} (write_file creates a file)") from None
+        except OSError as exc:
+            raise _changed_or(exc, directory, name, raw, expected=stat.S_IFREG) from None
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ToolFailure(f"{raw!r} is not a regular file")
             data = handle.read(self._edit_max + 1)
         if len(data) > self._edit_max:
             raise ToolFailure(f"{raw!r} is over the edit limit of {self._edit_max} bytes; use write_file")
@@ -160,6 +222,88 @@ class FileWriter:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ToolFailure(f"{raw!r} is not UTF-8 text (byte {exc.start}); edit_file edits UTF-8 text") from None
+
+
+@dataclass(frozen=True)
+class _Target:
+    path: Path
+    """Resolved: every symlink followed, so none is left on the way (one found while writing is a change)."""
+    parts: tuple[str, ...]
+    """`path`'s components below the workspace root."""
+    judgement: Judgement
+
+    @property
+    def name(self) -> str:
+        return self.parts[-1]
+
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+"""Opening a FIFO planted under a file's name must not wait for a writer (it is refused as not regular)."""
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@contextmanager
+def _directory(root: Path, parts: tuple[str, ...], raw: str, *, create: bool) -> Generator[int]:
+    """A descriptor of the directory `root/parts...`, each component opened in the one before it without
+    following a symlink (and made when missing, with `create`), so that what was checked is where the write
+    goes: a directory swapped for a symlink meanwhile is refused, never followed out of the workspace."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            child = _open_directory(fd, part, raw, create=create)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _open_directory(parent: int, part: str, raw: str, *, create: bool) -> int:
+    """The directory `part` in `parent`, opened without following a symlink (made first when missing)."""
+    try:
+        return os.open(part, _DIRECTORY_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        if not create:
+            raise ToolFailure(f"file not found: {raw!r} (write_file creates a file)") from None
+    except OSError as exc:
+        raise _changed_or(exc, parent, part, raw, expected=stat.S_IFDIR) from None
+    with suppress(FileExistsError):  # made meanwhile by someone else: opened below as any other
+        os.mkdir(part, 0o777, dir_fd=parent)
+    try:
+        return os.open(part, _DIRECTORY_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        raise _changed_or(exc, parent, part, raw, expected=stat.S_IFDIR) from None
+
+
+def _changed_or(exc: OSError, directory: int, name: str, raw: str, *, expected: int) -> Exception:
+    """The error to raise when opening `name` in `directory` failed. The path was resolved without a symlink
+    on the way, so a symlink found there (`ELOOP`, or `ENOTDIR` for a directory), or a failure on what is
+    again of the `expected` type (`stat.S_IFDIR`, `stat.S_IFREG`) by now, is a change made while writing;
+    anything else is the OS error itself."""
+    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+        return exc
+    try:
+        kind = stat.S_IFMT(os.stat(name, dir_fd=directory, follow_symlinks=False).st_mode)
+    except OSError:
+        return exc
+    if kind not in (stat.S_IFLNK, expected):
+        return exc
+    return ToolFailure(
+        f"{raw!r} changed while it was written: {name!r} was replaced by a symbolic link; nothing was written"
+    )
+
+
+def _existing_mode(directory: int, name: str, raw: str) -> int | None:
+    """The permission bits of the regular file `name` in `directory`, None when there is none."""
+    try:
+        found = os.stat(name, dir_fd=directory, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(found.st_mode):
+        raise ToolFailure(f"{raw!r} changed while it was written: it became a symbolic link; nothing was written")
+    if not stat.S_ISREG(found.st_mode):
+        raise ToolFailure(f"{raw!r} exists and is not a regular file")
+    return stat.S_IMODE(found.st_mode)
 
 
 def _not_found(raw: str, text: str, old_text: str) -> str:
@@ -176,22 +320,25 @@ def _encode(text: str, argument: str) -> bytes:
         raise ToolFailure(f"{argument} is not valid Unicode (it holds a lone surrogate)") from None
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """`data` as the file at `path`, or the file as it was: temporary file, fsync, `os.replace`."""
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-    temporary = path.with_name(f".{path.name[:200]}.{secrets.token_hex(4)}.tmp")
+def _atomic_write(directory: int, name: str, data: bytes) -> None:
+    """`data` as the file `name` in `directory`, or the file as it was: a temporary file made in that same
+    directory (`temporary_name`), fsync, then `os.replace` there; a replaced file keeps its mode."""
+    mode = _existing_mode(directory, name, name)
+    temporary = temporary_name(name)
     # 0o666 with O_EXCL: the umask applies as for any new file, and an existing path is never followed.
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o666, dir_fd=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
-        os.replace(temporary, path)
+        os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        with suppress(OSError):
+            os.unlink(temporary, dir_fd=directory)
         raise
 
 

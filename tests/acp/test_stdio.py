@@ -317,6 +317,40 @@ async def test_a_write_asks_the_editor_and_runs_only_when_allowed(
     assert [(a["tool"], a["channel"], a["decision"]) for a in turn["approvals"]] == [("write_file", "acp", decision)]
 
 
+HIDDEN_PAYLOAD = "ls #" + "\u200b" * 200 + "\necho PAYLOAD > pwned.txt"
+CUT_COMMAND = "echo ok " + "#" * 3000 + "\necho HIDDEN > pwned.txt"
+
+
+async def test_a_permission_shows_the_whole_call_escaped_and_keeps_the_tool_calls_title(dirs: ServerDirs) -> None:
+    """Before, the request renamed the tool call to a one-line question whose first 200 characters hid the
+    payload; now the title stays the tool's and the content is the whole call, escaped (or says it is cut,
+    with the reject options first)."""
+    project = make_workspace(dirs.root / "project")
+    config = dirs.root / "agent.json"
+    config.write_text(json.dumps({"approvals": {"max_shown_chars": 2000}}))
+    script = [
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": HIDDEN_PAYLOAD}}]},
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": CUT_COMMAND}}]},
+        {"content": "Done."},
+    ]
+    client = RecordingClient(choice="reject_once")
+    async with spawned(dirs, script, "--allow-exec", "--config", str(config), client=client) as (conn, _):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Run it")])
+    assert turn_of(response)["status"] == "completed"
+    (_, whole, whole_options), (_, cut, cut_options) = client.permission_requests
+    for tool_call in (whole, cut):
+        assert (tool_call.title, tool_call.kind) == ("run_command", "execute")
+    text = whole.content[0].content.text
+    assert "echo PAYLOAD > pwned.txt" in text and "\\u200b" in text and "\u200b" not in text
+    assert [o.kind for o in whole_options] == ["allow_once", "allow_always", "reject_once", "reject_always"]
+    cut_text = cut.content[0].content.text
+    assert "NOT SHOWN IN FULL" in cut_text and "HIDDEN" not in cut_text
+    assert [o.kind for o in cut_options][:2] == ["reject_once", "reject_always"]
+    assert len(json.dumps(cut.raw_input)) < 3000, "rawInput is bounded too"
+    assert not (project / "pwned.txt").exists()
+
+
 class NeverAnswers(RecordingClient):
     async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
         self.permission_requests.append((session_id, tool_call, options))

@@ -28,6 +28,7 @@ from agent_server.acp.wire import NdjsonWire, parse_message
 from agent_server.approvals import ApprovalRequest
 from agent_server.errors import InvalidArgument
 from agent_server.events import DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
+from agent_server.presentation import Presentation
 from agent_server.types import Message, SessionHistory, StoredMessage, TextPart, ToolCall, ToolResult, Usage
 from tests.acp.helpers import RecordingClient
 from tests.fakes.clock import booted_clock
@@ -189,7 +190,7 @@ async def test_permission_choices_map_to_the_gate_decisions(choice: str | None, 
     request = ApprovalRequest(
         tool="edit_file",
         arguments={"path": "a.py", "old_text": "a", "new_text": "b"},
-        summary='{"path": "a.py"}',
+        shown=Presentation("path: a.py"),
         source="builtin",
         session_id="ses_1",
         call_id="c1",
@@ -200,7 +201,8 @@ async def test_permission_choices_map_to_the_gate_decisions(choice: str | None, 
     ((session_id, tool_call, options),) = client.permission_requests
     assert session_id == "ses_1"
     assert (tool_call.tool_call_id, tool_call.kind, tool_call.raw_input["path"]) == ("c1", "edit", "a.py")
-    assert tool_call.title.startswith("Allow the agent to run edit_file?")
+    assert tool_call.title == "edit_file", "the tool call keeps its title; the question is its content"
+    assert tool_call.content[0].content.text.startswith("Allow the agent to run edit_file?\nThe whole call")
     assert [o.kind for o in options] == ["allow_once", "allow_always", "reject_once", "reject_always"]
 
 

@@ -66,3 +66,43 @@ async def test_a_task_augmented_run_turn_in_the_handshake_era(dirs: ServerDirs) 
     assert again["error"]["code"] == -32602  # it ended already
     assert unknown["error"]["code"] == -32602
     assert slow_result["result"]["structuredContent"]["status"] == "cancelled"
+
+
+HIDDEN = "ls #" + "\u200b" * 200 + "\necho PAYLOAD > pwned.txt"
+
+
+async def test_a_tasks_approval_goes_to_the_client_while_tasks_result_waits(dirs: ServerDirs) -> None:
+    """`input_required` the 2025-11-25 way: the client calls `tasks/result`, and the server sends the approval
+    question as `elicitation/create` tied to the task: the whole call, escaped. Before, nobody was asked and
+    the turn waited until `approvals.timeout_s`."""
+    script = [
+        {"tool_calls": [{"name": "run_command", "arguments": {"command": HIDDEN}}]},
+        {"expect_contains": "the user denied run_command", "content": "Not run."},
+    ]
+    initialize = {**INITIALIZE, "params": {**INITIALIZE["params"], "capabilities": {"elicitation": {"form": {}}}}}
+    replay = load_replay()
+    with anyio.fail_after(40):
+        async with replay.RawServer.spawn([*dirs.argv(script), "--allow-exec"], cwd=dirs.root, env=server_env()) as raw:
+            await raw.request(initialize)
+            await raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            started, _ = await raw.request(_task_call(1, "run it"))
+            task_id = started["result"]["task"]["taskId"]
+            await raw.send(_request(2, "tasks/result", {"taskId": task_id}))
+            asked: list[dict[str, Any]] = []
+            while True:
+                message = await raw.receive()
+                if message.get("method") == "elicitation/create":
+                    asked.append(message["params"])
+                    answer = {"action": "accept", "content": {"decision": "deny"}}
+                    await raw.send({"jsonrpc": "2.0", "id": message["id"], "result": answer})
+                elif message.get("id") == 2:
+                    result = message["result"]
+                    break
+    (params,) = asked
+    assert params["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+    assert "echo PAYLOAD > pwned.txt" in params["message"] and "\\u200b" * 200 in params["message"]
+    assert "\u200b" not in params["message"]
+    record = result["structuredContent"]
+    assert result["content"][0]["text"] == "Not run."
+    assert record["status"] == "completed" and record["approval_count"] == 1
+    assert not (dirs.workspace / "pwned.txt").exists()

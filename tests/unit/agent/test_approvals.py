@@ -8,7 +8,7 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from agent_server.agent.approvals import ApprovalGate, decide, masked_arguments, summarise, trusted_servers
+from agent_server.agent.approvals import ApprovalGate, approval_request, decide, masked_arguments, trusted_servers
 from agent_server.agent.tool_calls import run_tool_round
 from agent_server.approvals import (
     ApprovalRequest,
@@ -68,12 +68,20 @@ def test_the_policy(tool: ToolSpec, policy: dict[str, Any], expected: Rule) -> N
     assert decide(tool, ApprovalSettings.model_validate(policy), TRUSTED) == expected
 
 
-def test_a_question_shows_masked_redacted_arguments_on_one_short_line() -> None:
+def test_a_question_shows_masked_redacted_arguments_whole() -> None:
     arguments = masked_arguments({"path": "a.txt", "api_key": "sk-123", "nested": [{"Password": "hunter2"}]})
     assert arguments == {"path": "a.txt", "api_key": "***", "nested": [{"Password": "***"}]}
-    summary = summarise({"url": "https://u:p@host/x?token=abc", "text": "line\n" * 100}, ("SECRETVALUE",))
-    assert "u:p" not in summary and "abc" not in summary and "\n" not in summary and len(summary) <= 200
-    assert "SECRETVALUE" not in summarise({"text": "the SECRETVALUE"}, ("SECRETVALUE",))
+    settings = Settings.model_validate(
+        {"mcpServers": {"fs": {"url": "https://h/mcp", "headers": {"X-Key": "SECRETVALUE"}}}}
+    )
+    call = ToolCall(
+        id="c1", name="fs__put", arguments={"url": "https://u:p@host/x?token=abc", "text": "the SECRETVALUE\n" * 100}
+    )
+    request = approval_request(call, spec("fs__put", "mcp:fs"), session_id="s", settings=settings)
+    shown = request.shown.text
+    assert "u:p" not in shown and "abc" not in shown and "SECRETVALUE" not in shown
+    assert not request.shown.cut and shown.count("the ***\\n") == 100, "nothing is cut, nothing folded"
+    assert request.message.startswith("Allow the agent to run fs__put (from mcp:fs)?\nThe whole call is shown")
 
 
 # --- the gate in a tool round --------------------------------------------------------------
@@ -157,7 +165,7 @@ async def test_an_allowed_call_runs_and_a_read_only_one_is_never_asked() -> None
     results, records, tools = await _round([touch("c1", path="x"), ToolCall(id="c2", name="look")], channel)
     assert sorted(tools.ran) == ["c1", "c2"] and [r.is_error for r in results] == [False, False]
     assert [r.call_id for r in channel.asked] == ["c1"]
-    assert channel.asked[0].summary == '{"path": "x"}' and channel.asked[0].source == "builtin"
+    assert channel.asked[0].shown.text == 'arguments:\n{\n  "path": "x"\n}' and channel.asked[0].source == "builtin"
     assert [(r.call_id, r.channel, r.decision) for r in records] == [("c1", "test", "allow_once")]
 
 

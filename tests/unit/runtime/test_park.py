@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from agent_server.approvals import ApprovalRequest, Decision, ElicitationAnswer, ElicitationRequest
+from agent_server.presentation import Presentation
 from agent_server.runtime import AgentRuntime
 from agent_server.runtime.park import InputRequest, Park, ParkedApprovals, ParkExpired, ParkFull
 from agent_server.settings import Settings
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 def _approval(call_id: str = "call_1") -> ApprovalRequest:
     return ApprovalRequest(
-        tool="write_file", arguments={}, summary="{}", source="builtin", session_id="ses_1", call_id=call_id
+        tool="write_file", arguments={}, shown=Presentation("{}"), source="builtin", session_id="ses_1", call_id=call_id
     )
 
 

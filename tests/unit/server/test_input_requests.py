@@ -9,13 +9,19 @@ import pytest
 
 from agent_server.approvals import ApprovalRequest, Decision
 from agent_server.errors import ModelError
+from agent_server.presentation import Presentation
 from agent_server.runtime import InputRequest, Park
 from agent_server.server.input_requests import deliver, wire_requests
 
 pytestmark = pytest.mark.anyio
 
 APPROVAL = ApprovalRequest(
-    tool="write_file", arguments={"path": "a"}, summary='{"path": "a"}', source="builtin", session_id="s", call_id="c1"
+    tool="write_file",
+    arguments={"path": "a"},
+    shown=Presentation("path: a"),
+    source="builtin",
+    session_id="s",
+    call_id="c1",
 )
 SAMPLING = types.CreateMessageRequestParams(
     messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text="hi"))], max_tokens=10

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from agent_server.settings import ToolsOptions
 from agent_server.tools.builtin import WorkspaceToolset
 from agent_server.tools.writes import DIFF_MAX_LINES, short_diff
 from agent_server.types import ToolCall, ToolResult
+from tests.unit.mounts.helpers import poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -123,7 +128,8 @@ async def test_the_state_directory_outside_the_workspace_is_refused(tmp_path: Pa
     tools = WorkspaceToolset(
         tmp_path / "ws", read_max_bytes=10, search_max_matches=1, options=ToolsOptions(write=True), state_dir=state
     )
-    failed(await call(tools, "write_file", path="state/state.db", content="x"), "state directory")
+    failed(await call(tools, "write_file", path="state/state.db", content="x"), "protected path")
+    failed(await call(tools, "write_file", path="STATE/state.db", content="x"), "protected path")
 
 
 async def test_edit_file_replaces_once_and_shows_a_diff(tools: WorkspaceToolset, ws: Path) -> None:
@@ -202,3 +208,149 @@ async def test_a_write_that_fails_on_the_disk_leaves_the_old_file_whole(
     failed(await call(tools, "edit_file", path="src/mod.py", old_text="def g", new_text="def h"), "No space left")
     assert target.read_bytes() == before
     assert not temporaries(ws)
+
+
+# --- protected paths, bounds, races, temporary files -------------------------------------------------
+
+
+def protected_tools(ws: Path, **options: Any) -> WorkspaceToolset:
+    return WorkspaceToolset(
+        ws, read_max_bytes=1000, search_max_matches=5, options=ToolsOptions(write=True, **options), state_dir=None
+    )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [".mcp.json", ".Vscode/mcp.json", "a/b/.cursor/mcp.json", ".claude/settings.json", ".codex/config.toml",
+     ".gemini/settings.json", ".zed/settings.json", ".agents/x.md", ".GIT/hooks/pre-commit", "./.mcp.json"],
+)  # fmt: skip
+async def test_the_config_places_of_hosts_and_agents_are_protected_in_any_case(ws: Path, path: str) -> None:
+    failed(await call(protected_tools(ws), "write_file", path=path, content="{}"), "is a protected path")
+    assert not (ws / path).exists()
+
+
+async def test_a_path_through_a_symlink_into_a_protected_place_is_refused(ws: Path) -> None:
+    (ws / ".vscode").mkdir()
+    (ws / "settings").symlink_to(ws / ".vscode", target_is_directory=True)
+    (ws / ".vscode" / "settings.json").write_text("{}")
+    (ws / "alias.json").symlink_to(ws / ".vscode" / "settings.json")
+    for path in ["settings/settings.json", "alias.json"]:
+        for tool, extra in [("write_file", {"content": "x"}), ("edit_file", {"old_text": "{}", "new_text": "x"})]:
+            failed(await call(protected_tools(ws), tool, path=path, **extra), "is a protected path")
+    assert (ws / ".vscode" / "settings.json").read_text() == "{}"
+
+
+async def test_protected_paths_are_a_setting_with_relative_and_absolute_entries(ws: Path, tmp_path: Path) -> None:
+    tools = protected_tools(ws, protected_paths=("config/agent.toml", str(ws / "Secrets")))
+    failed(await call(tools, "write_file", path="CONFIG/agent.toml", content="x"), "config/agent.toml")
+    failed(await call(tools, "write_file", path="secrets/deep/key", content="x"), "is a protected path")
+    written = await call(tools, "write_file", path=".vscode/settings.json", content="{}")  # the list replaced
+    assert not written.is_error, written.text()
+
+
+async def test_an_opted_in_protected_path_needs_the_users_own_approval_of_the_call(ws: Path) -> None:
+    from agent_server.approvals import approved_by_user
+
+    tools = protected_tools(ws, protected_ask=(".vscode/settings.json",))
+    screened = await tools.screen(ToolCall(id="c", name="write_file", arguments={"path": ".vscode/settings.json"}))
+    assert screened is not None and screened.warning is not None and screened.refusal is None
+    failed(await call(tools, "write_file", path=".vscode/settings.json", content="{}"), "needs the user's own")
+    with approved_by_user(True):
+        assert not (await call(tools, "write_file", path=".vscode/settings.json", content="{}")).is_error
+    failed(await call(tools, "write_file", path=".vscode/launch.json", content="{}"), "is a protected path")
+
+
+async def test_a_write_over_write_max_bytes_is_refused_before_it_is_asked(ws: Path) -> None:
+    tools = protected_tools(ws, write_max_bytes=100)
+    screened = await tools.screen(ToolCall(id="c", name="write_file", arguments={"path": "a", "content": "é" * 60}))
+    assert screened is not None and "tools.write_max_bytes" in (screened.refusal or "")
+    failed(await call(tools, "write_file", path="a.txt", content="x" * 101), "over the write limit of 100 bytes")
+    failed(await call(tools, "write_file", path="a.txt", content="é" * 60), "(120 bytes)")
+    assert not (ws / "a.txt").exists()
+    (ws / "small.txt").write_text("ab")
+    grown = await call(tools, "edit_file", path="small.txt", old_text="a", new_text="a" * 200)
+    failed(grown, "the edited file is over the write limit")
+    assert (ws / "small.txt").read_text() == "ab"
+
+
+async def test_a_fifo_in_place_of_a_file_is_refused_without_waiting(ws: Path) -> None:
+    os.mkfifo(ws / "pipe")
+    failed(await call(protected_tools(ws), "edit_file", path="pipe", old_text="a", new_text="b"), "not a regular")
+    failed(await call(protected_tools(ws), "write_file", path="pipe", content="b"), "not a regular file")
+
+
+SWAPPER = """
+import ctypes, os, sys
+target, link, outside, stop = sys.argv[1:]
+os.symlink(outside, link)
+exchange = ctypes.CDLL(None, use_errno=True).renameat2  # RENAME_EXCHANGE: `d` is always there, dir or link
+print("swapping", flush=True)
+while not os.path.exists(stop):
+    if exchange(-100, target.encode(), -100, link.encode(), 2) != 0:
+        sys.exit(f"renameat2: errno {ctypes.get_errno()}")
+"""
+"""Swaps the directory `target` and a symlink to `outside`, atomically and as fast as it can."""
+
+
+async def test_a_directory_swapped_for_a_symlink_while_writing_never_leads_a_write_out(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A racing process keeps swapping `d` for a symlink to a directory outside; 400 writes and edits into
+    `d` may fail ("changed while it was written"), but none of them, nor a temporary file, lands outside."""
+    monkeypatch.setattr("agent_server.tools.writes.os.fsync", lambda fd: None)  # 400 disk flushes: only slow
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "e.txt").write_text("keep\n")
+    target, stop = ws / "d", tmp_path / "stop"
+    target.mkdir()
+    (target / "e.txt").write_text("keep\n")
+    tools = protected_tools(ws)
+    argv = [sys.executable, "-c", SWAPPER, str(target), str(ws / "d.link"), str(outside), str(stop)]
+    swapper = await anyio.open_process(argv, stderr=None)
+    try:
+        assert swapper.stdout is not None
+        with anyio.fail_after(60):
+            assert (await swapper.stdout.receive()).startswith(b"swapping")
+            for index in range(200):
+                await call(tools, "write_file", path=f"d/f{index}.txt", content="pwned")
+                await call(tools, "edit_file", path="d/e.txt", old_text="keep\n", new_text="pwned\n")
+    finally:
+        stop.touch()
+        with anyio.fail_after(10):
+            assert await swapper.wait() == 0
+    assert sorted(p.name for p in outside.iterdir()) == ["e.txt"]
+    assert (outside / "e.txt").read_text() == "keep\n"
+
+
+async def test_a_temporary_file_of_a_killed_write_is_named_so_and_removed_once_stale(ws: Path, tmp_path: Path) -> None:
+    """A writer killed (SIGKILL) in the middle leaves its temporary file; the next write in that directory
+    removes it once it is old and its process gone, and leaves a live writer's and a fresh one alone."""
+    script = (
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
+        "from agent_server.settings import ToolsOptions\n"
+        "from agent_server.tools.builtin import WorkspaceToolset\n"
+        "from agent_server.tools.writes import WriteFileArguments\n"
+        "os.fsync = lambda fd: time.sleep(60)\n"
+        f"tools = WorkspaceToolset(Path({str(ws)!r}), read_max_bytes=1, search_max_matches=1, "
+        "options=ToolsOptions(write=True))\n"
+        "tools._writer.write_file(WriteFileArguments(path='src/big.txt', content='x' * 1000000))\n"
+    )
+    writer = await anyio.open_process([sys.executable, "-c", script], stdout=None, stderr=None)
+    try:
+        await poll_until(lambda: any((ws / "src").glob(".big.txt.*.agent-server.tmp")), timeout=20)
+    finally:
+        writer.kill()  # SIGKILL: no clean-up runs
+        with anyio.fail_after(10):
+            await writer.wait()
+    (left,) = (ws / "src").glob(".big.txt.*.agent-server.tmp")
+    assert left.name.startswith(f".big.txt.{writer.pid}-")
+    hour_ago = time.time() - 3600
+    os.utime(left, (hour_ago, hour_ago))
+    live = ws / "src" / f".other.txt.{os.getppid()}-0123abcd.agent-server.tmp"  # the test runner's parent runs
+    fresh = ws / "src" / f".new.txt.{writer.pid}-0123abcd.agent-server.tmp"
+    for path in (live, fresh):
+        path.write_text("partial")
+    os.utime(live, (hour_ago, hour_ago))
+    assert not (await call(protected_tools(ws), "write_file", path="src/other.txt", content="ok")).is_error
+    assert not left.exists() and live.exists() and fresh.exists()
