@@ -463,10 +463,10 @@ class AgentRuntime:
                 "while its request is open): " + CONFIGURE
             )
         background = self._entered_background()
+        park = options.get("park")
+        background.check_room(self._principal, parked=park is not None)  # before a session is made for it
         parts = await self._ready()
         session = await self._session_for_turn(parts, session_id, connection, prompt)
-        park = options.get("park")
-        background.check_room(self._principal, parked=park is not None)
         trace_id = trace_id or new_id("trace")
         record = TurnRecord(
             turn_id=new_id("turn"),
@@ -491,9 +491,17 @@ class AgentRuntime:
                 **options,
             )
 
-        if not await parts.store.finish_turn(record, []):  # stored `running`, with no messages yet
-            raise SessionNotFound(session)
-        return background.start(record, turn, park, principal=self._principal)
+        # Its place is taken before its `running` record is stored (no await between the room check and the
+        # taking), so that concurrent starts never store a record of a turn with no room to run.
+        handle = background.admit(record, park, principal=self._principal)
+        try:
+            if not await parts.store.finish_turn(record, []):  # stored `running`, with no messages yet
+                raise SessionNotFound(session)
+        except BaseException:
+            background.withdraw(handle)
+            raise
+        background.launch(handle, turn)
+        return handle
 
     def new_park(self) -> Park:
         """A park for one background turn (`start_turn(park=...)`), bounded by `park_timeout_s`."""

@@ -328,8 +328,19 @@ class BackgroundTurns:
         *,
         principal: str = LOCAL_PRINCIPAL,
     ) -> TurnHandle:
-        """Run `turn` in the background for `principal`; `record` is its `running` record until it ends; `park`
-        is where it waits for its client (cancelled when the park gives up on the client).
+        """Run `turn` in the background for `principal` (`admit`, then `launch`).
+
+        Raises:
+            InvalidArgument: the principal has no room for it (`check_room`).
+        """
+        handle = self.admit(record, park, principal=principal)
+        self.launch(handle, turn)
+        return handle
+
+    def admit(self, record: TurnRecord, park: Park | None = None, *, principal: str = LOCAL_PRINCIPAL) -> TurnHandle:
+        """Take a place for a turn of `principal` (it counts from now on); `record` is its `running` record
+        until it ends; `park` is where it waits for its client (cancelled when the park gives up on the client).
+        Then `launch` it, or `withdraw` it if it cannot begin.
 
         Raises:
             InvalidArgument: the principal has no room for it (`check_room`).
@@ -339,8 +350,18 @@ class BackgroundTurns:
         self.check_room(principal, parked=park is not None)
         handle = TurnHandle(record, self._limits, park, principal)
         self._turns[handle.turn_id] = handle
-        self._group.start_soon(self._run, handle, turn)
         return handle
+
+    def launch(self, handle: TurnHandle, turn: Callable[[EventSink], Awaitable[TurnRecord]]) -> None:
+        """Run an admitted turn in the task group."""
+        if self._group is None:
+            raise RuntimeError("the runtime was not entered")
+        self._group.start_soon(self._run, handle, turn)
+
+    def withdraw(self, handle: TurnHandle) -> None:
+        """Give up the place of an admitted turn that was never launched."""
+        if self._turns.get(handle.turn_id) is handle:
+            del self._turns[handle.turn_id]
 
     def check_room(self, principal: str, *, parked: bool = False) -> None:
         """Raise `InvalidArgument` when `principal` runs `max_running` background turns already or, for a turn
