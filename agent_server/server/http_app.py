@@ -26,7 +26,7 @@ from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAut
 from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware, create_protected_resource_routes
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import AnyHttpUrl
+from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -41,6 +41,12 @@ from agent_server.settings import Settings
 MCP_PATH = "/mcp"
 RESOURCE_NAME = "agent-server"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_URL = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
+"""URLs as written: an issuer compares exactly (RFC 8414), so `https://id.example` must not gain a `/`."""
+
+
+def _url(text: str) -> AnyHttpUrl:
+    return _URL.validate_python(text)
 
 
 def http_app(server: Server[Any], settings: Settings, *, host: str, port: int) -> Starlette:
@@ -56,7 +62,7 @@ def _authenticated(server: Server[Any], auth: AuthSettings, resource: str) -> St
     from agent_server.server.tokens import verifier
 
     manager = server.session_manager  # made by `streamable_http_app`, with the SDK's defaults and our security
-    metadata_url = build_resource_metadata_url(AnyHttpUrl(resource))
+    metadata_url = build_resource_metadata_url(_url(resource))
     routes = [
         Route(MCP_PATH, endpoint=RequireAuthMiddleware(StreamableHTTPASGIApp(manager), [], metadata_url)),
         *_metadata_routes(auth, resource),
@@ -71,8 +77,8 @@ def _authenticated(server: Server[Any], auth: AuthSettings, resource: str) -> St
 def _metadata_routes(auth: AuthSettings, resource: str) -> list[Route]:
     if auth.jwt is not None:
         return create_protected_resource_routes(
-            resource_url=AnyHttpUrl(resource),
-            authorization_servers=[AnyHttpUrl(auth.jwt.issuer)],
+            resource_url=_url(resource),
+            authorization_servers=[_url(auth.jwt.issuer)],
             resource_name=RESOURCE_NAME,
         )
     document = {"resource": resource, "bearer_methods_supported": ["header"], "resource_name": RESOURCE_NAME}
@@ -80,7 +86,7 @@ def _metadata_routes(auth: AuthSettings, resource: str) -> list[Route]:
     async def metadata(_request: Request) -> Response:
         return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
 
-    path = urlsplit(str(build_resource_metadata_url(AnyHttpUrl(resource)))).path
+    path = urlsplit(str(build_resource_metadata_url(_url(resource)))).path
     return [Route(path, endpoint=cors_middleware(metadata, ["GET", "OPTIONS"]), methods=["GET", "OPTIONS"])]
 
 

@@ -167,18 +167,18 @@ async def test_a_2026_task_is_its_principals_only(tmp_path: Path) -> None:
 
     extension = {"extensions": [mcp_tasks().TasksExtension(on_task=on_task)]}
     script = [{"delay_s": 30, "content": "slow"}]
-    async with principals(tmp_path, script, mode="auto", client_options=extension) as (alice, bob):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(alice.call, "run_turn", {"prompt": "slow", "session_id": "new"})
-            await created.wait()
-            with acting_as("bob"), pytest.raises(MCPError) as unknown:
-                await mcp_tasks().get_task(bob.client.session, task_ids[0])
-            with acting_as("bob"):
-                await mcp_tasks().cancel(bob.client.session, task_ids[0])  # acknowledged, and nothing happens
-                await mcp_tasks().update(bob.client.session, task_ids[0], {"approve-x": {}})
-            with acting_as("alice"):
-                working = await mcp_tasks().get_task(alice.client.session, task_ids[0])
-                await mcp_tasks().cancel(alice.client.session, task_ids[0])
+    clients = principals(tmp_path, script, mode="auto", client_options=extension)
+    async with clients as (alice, bob), anyio.create_task_group() as tg:
+        tg.start_soon(alice.call, "run_turn", {"prompt": "slow", "session_id": "new"})
+        await created.wait()
+        with acting_as("bob"), pytest.raises(MCPError) as unknown:
+            await mcp_tasks().get_task(bob.client.session, task_ids[0])
+        with acting_as("bob"):
+            await mcp_tasks().cancel(bob.client.session, task_ids[0])  # acknowledged, and nothing happens
+            await mcp_tasks().update(bob.client.session, task_ids[0], {"approve-x": {}})
+        with acting_as("alice"):
+            working = await mcp_tasks().get_task(alice.client.session, task_ids[0])
+            await mcp_tasks().cancel(alice.client.session, task_ids[0])
     assert unknown.value.code == types.INVALID_PARAMS
     assert working.status == "working"
 

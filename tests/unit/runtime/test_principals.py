@@ -35,7 +35,8 @@ async def test_views_share_the_runtime_and_each_reaches_only_its_own(tmp_path: P
             with pytest.raises(SessionNotFound):
                 await alice.fork_session(ours.session_id)
             found = await alice.find_turn(theirs.turn_id)
-            listed = {p: [s.session_id for s in (await v.list_sessions())[0]] for p, v in (("a", alice), ("l", runtime))}
+            views = (("a", alice), ("l", runtime))
+            listed = {p: [s.session_id for s in (await v.list_sessions())[0]] for p, v in views}
     assert found.final_text == "alice's"
     assert listed == {"a": [theirs.session_id], "l": [ours.session_id]}
 
