@@ -149,7 +149,7 @@ class TaskRegistry:
             if excess <= 0:
                 return
             handle = runtime.background_turn(entry.turn_id)
-            if handle is None or handle.done:  # a running turn's task stays: at most 32 of them
+            if handle is None or handle.done:  # a running turn's task stays: limits.background_turns of them
                 del self._tasks[entry.task_id]
                 excess -= 1
 
