@@ -6,7 +6,7 @@ AgentServerError                 base; `type` is the wire name in structuredCont
 ├── InvalidArgument              a tool argument the caller must fix
 ├── NotFound
 │   ├── SessionNotFound          unknown session id
-│   └── TurnNotFound             unknown turn id within a session
+│   └── TurnNotFound             unknown turn id (within a session, or by its id alone)
 ├── ModelError                   the LLM call failed (provider, script, network)
 ├── ToolFailure                  a tool of the agent refused or failed; becomes data for the model
 └── StoreError                   the session store could not read or write
@@ -82,8 +82,10 @@ class SessionNotFound(NotFound):
 class TurnNotFound(NotFound):
     type = TURN_NOT_FOUND
 
-    def __init__(self, session_id: str, turn_id: str) -> None:
-        super().__init__(f"session {session_id!r} has no turn {turn_id!r}")
+    def __init__(self, session_id: str | None, turn_id: str) -> None:
+        """`session_id` None: the turn was looked up by its id alone."""
+        alone = f"unknown turn {turn_id!r}"
+        super().__init__(alone if session_id is None else f"session {session_id!r} has no turn {turn_id!r}")
         self.session_id = session_id
         self.turn_id = turn_id
 

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from agent_server.errors import ConfigError
+from agent_server.http_settings import AuthSettings, HttpSettings
 from agent_server.mounts.config import MountConfig, load_mcp_config_file, parse_mcp_servers
 from agent_server.redaction import redact_url
 
@@ -202,6 +203,20 @@ class ApprovalSettings(BaseModel):
     says how much is hidden, and its question defaults to deny."""
 
 
+class LimitsSettings(BaseModel):
+    """What one principal may hold at once (DESIGN 3.10): every principal has this room of its own, so that one
+    caller's flood is refused at its limit and never takes another's (the totals grow with the principals)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    background_turns: int = Field(default=32, ge=1, le=10_000)
+    """Background turns running at once (`background: true`, MCP tasks, 2026-07-28 rounds)."""
+    parked_turns: int = Field(default=16, ge=1, le=10_000)
+    """Of those, turns that may wait for the client's answers through the park (2026-07-28 rounds and tasks)."""
+    queued_turns: int = Field(default=32, ge=1, le=100_000)
+    """Calls of `run_turn` waiting for an earlier turn of their session to end."""
+
+
 REQUEST_STATE_KEY_MIN_BYTES = 32
 """What the SDK's request-state codec requires of a key."""
 
@@ -261,6 +276,11 @@ class Settings(BaseModel):
     """A Claude Desktop / Cursor / VS Code MCP config file whose servers are mounted as they are."""
     config_file: Path | None = None
     """The config file these settings were read from (`load_settings` sets it); hidden from sandboxed commands."""
+    auth: AuthSettings | None = None
+    """Bearer tokens every Streamable HTTP request must carry (`AuthSettings`), enforced on every bind; None:
+    none, and then only a loopback bind is served."""
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
 
     @field_validator("mcp_servers", mode="before")
     @classmethod
@@ -412,6 +432,11 @@ def _resolve_relative_to(values: dict[str, Any], base: Path) -> None:
     for key in ("workspace", "state_dir", "mcp_config"):
         if isinstance(values.get(key), str):
             values[key] = str((base / values[key]).expanduser())
+    auth = values.get("auth")
+    if isinstance(auth, dict):
+        tokens_file = cast(dict[str, Any], auth).get("tokens_file")
+        if isinstance(tokens_file, str):
+            values["auth"] = {**cast(dict[str, Any], auth), "tokens_file": str((base / tokens_file).expanduser())}
     llm = values.get("llm")
     if isinstance(llm, str) and llm.startswith("script:"):
         values["llm"] = "script:" + str(base / llm.removeprefix("script:"))

@@ -9,10 +9,25 @@ list of text and image parts so that tool results carrying images reach the mode
 from __future__ import annotations
 
 import secrets
+import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+LOCAL_PRINCIPAL = "local"
+"""Whoever reaches the server without authentication (stdio, ACP, an unauthenticated loopback HTTP bind, a
+Python program): the one principal there, and the owner of what a store held before principals existed."""
+MAX_PRINCIPAL_LENGTH = 256
+
+
+def principal_problem(name: object) -> str | None:
+    """Why `name` cannot be a principal (a string of 1 to 256 characters, no control or format characters)."""
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_PRINCIPAL_LENGTH:
+        return f"a principal is a name of 1 to {MAX_PRINCIPAL_LENGTH} characters"
+    if any(unicodedata.category(char).startswith("C") for char in name):
+        return "a principal's name has no control or format characters"
+    return None
 
 
 def new_id(prefix: str) -> str:

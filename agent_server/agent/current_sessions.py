@@ -1,6 +1,7 @@
 """Each connection's current session (DESIGN 3.5): held in memory, never shared through the store.
 
-What a connection is, is the front door's business (see `agent_server.runtime`); here it is a key.
+What a connection is, is the front door's business (see `agent_server.runtime`); here it is a key, with the
+principal it belongs to: `(principal, connection)`, so that two principals' connections never share one.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
+CurrentKey = tuple[str, str]
+"""`(principal, connection)`."""
 MAX_CONNECTIONS = 1024
 """Current sessions remembered; the least recently used connection's is forgotten first."""
 
@@ -19,16 +22,16 @@ class CurrentSessions:
 
     def __init__(self, limit: int = MAX_CONNECTIONS) -> None:
         self._limit = limit
-        self._current: OrderedDict[str, str] = OrderedDict()
+        self._current: OrderedDict[CurrentKey, str] = OrderedDict()
         self._creating = anyio.Lock()
 
-    def get(self, key: str | None) -> str | None:
+    def get(self, key: CurrentKey | None) -> str | None:
         if key is None or key not in self._current:
             return None
         self._current.move_to_end(key)
         return self._current[key]
 
-    def set(self, key: str | None, session_id: str) -> None:
+    def set(self, key: CurrentKey | None, session_id: str) -> None:
         if key is None:
             return
         self._current[key] = session_id
@@ -42,7 +45,7 @@ class CurrentSessions:
             del self._current[key]
 
     async def get_or_create(
-        self, key: str, exists: Callable[[str], Awaitable[bool]], create: Callable[[], Awaitable[str]]
+        self, key: CurrentKey, exists: Callable[[str], Awaitable[bool]], create: Callable[[], Awaitable[str]]
     ) -> str:
         """The connection's current session if it still exists, else a new one made current.
 

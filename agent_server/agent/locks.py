@@ -15,6 +15,10 @@ class SessionLocks:
     def __init__(self) -> None:
         self._locks: dict[str, tuple[anyio.Lock, int]] = {}
 
+    def busy(self, session_id: str) -> bool:
+        """Whether someone holds (or waits for) the session's lock: a turn arriving now would queue."""
+        return session_id in self._locks
+
     @asynccontextmanager
     async def hold(self, session_id: str, *, deadline: float = math.inf) -> AsyncGenerator[bool]:
         """Hold the session's lock for the block; yields False (not holding it) when `deadline`

@@ -25,12 +25,15 @@ without connection identity, which never has a current session. No MCP types her
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import dataclasses
 import logging
 import math
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
@@ -44,6 +47,7 @@ from agent_server.ids import check_ids
 from agent_server.llm.unavailable import CONFIGURE
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm, store_opener
+from agent_server.runtime.owners import SessionOwners, Waiting, check_principal
 from agent_server.runtime.parts import (
     TURN_MODULES,
     Parts,
@@ -63,6 +67,7 @@ from agent_server.runtime.parts import (
 )
 from agent_server.settings import Settings
 from agent_server.types import (
+    LOCAL_PRINCIPAL,
     CompactionRecord,
     DroppedTool,
     SessionHistory,
@@ -77,6 +82,7 @@ from agent_server.types import (
 
 if TYPE_CHECKING:
     from agent_server.agent.context import AgentDeps
+    from agent_server.agent.current_sessions import CurrentKey
     from agent_server.approvals import ApprovalChannel
     from agent_server.llm.base import LLMClient
     from agent_server.llm.sampling import SamplingRequester
@@ -171,6 +177,20 @@ class ToolsReport:
     """Where `run_command` runs (`mode`, `reason`, `network`); None when the tool is off."""
 
 
+@dataclass
+class _Shared:
+    """What every view of one runtime (`AgentRuntime.as_principal`) shares: its parts, as they are opened."""
+
+    stack: AsyncExitStack | None = None
+    started_mounts: MountManager | None = None
+    parts: Parts | None = None
+    background: BackgroundTurns | None = None
+    entries: int = 0
+    opening: anyio.Lock = field(default_factory=anyio.Lock)
+    running: dict[str, anyio.CancelScope] = field(default_factory=dict[str, anyio.CancelScope])
+    """turn id -> the scope a cancel request from another process cancels (see `_cancel_here`)."""
+
+
 class AgentRuntime:
     """See the module docstring. Use as `async with AgentRuntime(settings) as runtime:`."""
 
@@ -200,14 +220,31 @@ class AgentRuntime:
         self._mount_configs = list(settings.mcp_servers.values())  # checked when the settings loaded
         self._in_process = dict(in_process_mounts or {})
         self._environ = env
-        self._stack: AsyncExitStack | None = None
-        self._started_mounts: MountManager | None = None
-        self._parts: Parts | None = None
-        self._opening = anyio.Lock()
-        self._background: BackgroundTurns | None = None
-        self._entries = 0
-        self._running: dict[str, anyio.CancelScope] = {}
-        """turn id -> the scope a cancel request from another process cancels (see `_cancel_here`)."""
+        self._shared = _Shared()
+        self._principal = LOCAL_PRINCIPAL
+
+    @property
+    def principal(self) -> str:
+        """Whom this runtime's calls are made for: `local` unless `as_principal` says otherwise."""
+        return self._principal
+
+    def as_principal(self, principal: str) -> AgentRuntime:
+        """This runtime acting for `principal` (DESIGN 3.10; see `agent_server.runtime.owners`).
+
+        The view shares everything with this runtime (store, tools, mounts, background turns; entering it enters
+        this one), but what its calls make belongs to `principal`, and they reach only `principal`'s sessions,
+        turns, background turns and shared tasks: another principal's are "not found", exactly as unknown ids.
+        Its background turns, turns waiting for the client and queued turns count against `principal`'s own
+        limits (settings `limits`). The runtime itself acts for `local`.
+
+        Raises:
+            InvalidArgument: `principal` cannot be a principal's name (1 to 256 characters, none a control one).
+        """
+        if principal == self._principal:
+            return self
+        view = copy.copy(self)
+        view._principal = check_principal(principal)
+        return view
 
     @property
     def has_model(self) -> bool:
@@ -219,12 +256,12 @@ class AgentRuntime:
     async def __aenter__(self) -> AgentRuntime:
         # Re-entrant: an in-process MCP server enters its lifespan once per client. Only the outermost
         # entry starts and stops the parts (the background task group must exit where it was entered).
-        self._entries += 1
-        if self._entries > 1:
+        self._shared.entries += 1
+        if self._shared.entries > 1:
             return self
         stack = AsyncExitStack()
         await stack.__aenter__()
-        self._stack = stack
+        self._shared.stack = stack
         if self._mount_configs:
             from agent_server.mounts.toolset import MountManager
 
@@ -234,25 +271,34 @@ class AgentRuntime:
                 in_process=self._in_process,
                 result_max_bytes=self.settings.mount_result_max_bytes,
             )
-            self._started_mounts = await stack.enter_async_context(manager)
+            self._shared.started_mounts = await stack.enter_async_context(manager)
         stack.push_async_callback(self._close_store)
         # Exits first: background turns are cancelled (and recorded) while the store and mounts are still up.
-        background = BackgroundTurns(self._stored_turn, write=self._store_unbegun)
-        self._background = await stack.enter_async_context(background)
+        limits = self.settings.limits
+        background = BackgroundTurns(
+            self._stored_turn,
+            write=self._store_unbegun,
+            max_running=limits.background_turns,
+            max_parked=limits.parked_turns,
+        )
+        self._shared.background = await stack.enter_async_context(background)
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
-        assert self._stack is not None, "the runtime was not entered"
-        self._entries -= 1
-        if self._entries:
+        shared = self._shared
+        stack = shared.stack
+        assert stack is not None, "the runtime was not entered"
+        shared.entries -= 1
+        if shared.entries:
             return None
-        stack, self._stack, self._background = self._stack, None, None
+        shared.stack, shared.background = None, None
         return await stack.__aexit__(exc_type, exc, tb)
 
     async def _close_store(self) -> None:
-        parts, self._parts = self._parts, None  # entered again later, the runtime opens a fresh store
+        shared = self._shared
+        parts, shared.parts = shared.parts, None  # entered again later, the runtime opens a fresh store
         if parts is not None:
             await parts.store.close()
 
@@ -274,12 +320,12 @@ class AgentRuntime:
         Raises:
             StoreError: the store cannot be opened (the next call tries again).
         """
-        if self._parts is not None:
-            return self._parts
-        async with self._opening:
-            if self._parts is None:
-                self._parts = await self._open()
-            return self._parts
+        if self._shared.parts is not None:
+            return self._shared.parts
+        async with self._shared.opening:
+            if self._shared.parts is None:
+                self._shared.parts = await self._open()
+            return self._shared.parts
 
     async def _open(self) -> Parts:
         from agent_server.agent.current_sessions import CurrentSessions
@@ -290,9 +336,9 @@ class AgentRuntime:
         settings = self.settings
         store = await self._open_store()
         shared = store if isinstance(store, SharedStore) else None
-        if shared is not None and self._background is not None:
-            self._background.start_service(lambda: shared.serve_notifications(self._cancel_here))
-        mounts = self._started_mounts
+        if shared is not None and self._shared.background is not None:
+            self._shared.background.start_service(lambda: shared.serve_notifications(self._cancel_here))
+        mounts = self._shared.started_mounts
         sandbox = None  # run_command's, shared by every workspace; made in a worker thread: it resolves paths
         if settings.tools.exec:
             sandbox = await anyio.to_thread.run_sync(command_sandbox, settings, self._environ)
@@ -306,6 +352,8 @@ class AgentRuntime:
             current=CurrentSessions(),
             shared=shared,
             sandbox=sandbox,
+            owners=SessionOwners(),
+            queued=Waiting(settings.limits.queued_turns, "for an earlier turn of their session", "limits.queued_turns"),
         )
 
     # --- turns ----------------------------------------------------------------------------
@@ -366,7 +414,7 @@ class AgentRuntime:
         wait("an earlier turn of this session to finish")
         turn_id = turn_id or new_id("turn")
         try:
-            async with hold_session(parts, session, deadline):
+            async with self._hold_queued(parts, session, deadline, counted=not begun):
                 request = TurnRequest(
                     prompt=prompt,
                     session_id=session,
@@ -384,12 +432,12 @@ class AgentRuntime:
                 )
                 registry = parts.registry if session_tools is None else session_tools.registry
                 deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
-                scope = self._running[turn_id] = anyio.CancelScope()
+                scope = self._shared.running[turn_id] = anyio.CancelScope()
                 try:
                     with scope:
                         return await run_turn(deps, request, on_event or DISCARD)
                 finally:
-                    del self._running[turn_id]
+                    del self._shared.running[turn_id]
                 # Only a cancel request through the shared store (`_cancel_here`) gets here: the turn stored its
                 # `cancelled` record (shielded) before it stopped.
                 return await parts.store.get_turn(session, turn_id)
@@ -432,11 +480,10 @@ class AgentRuntime:
                 "while its request is open): " + CONFIGURE
             )
         background = self._entered_background()
+        park = options.get("park")
+        background.check_room(self._principal, parked=park is not None)  # before a session is made for it
         parts = await self._ready()
         session = await self._session_for_turn(parts, session_id, connection, prompt)
-        if session_id not in (None, NEW_SESSION):
-            await parts.store.get_session(session)
-        background.check_room()
         trace_id = trace_id or new_id("trace")
         record = TurnRecord(
             turn_id=new_id("turn"),
@@ -461,9 +508,17 @@ class AgentRuntime:
                 **options,
             )
 
-        if not await parts.store.finish_turn(record, []):  # stored `running`, with no messages yet
-            raise SessionNotFound(session)
-        return background.start(record, turn, options.get("park"))
+        # Its place is taken before its `running` record is stored (no await between the room check and the
+        # taking), so that concurrent starts never store a record of a turn with no room to run.
+        handle = background.admit(record, park, principal=self._principal)
+        try:
+            if not await parts.store.finish_turn(record, []):  # stored `running`, with no messages yet
+                raise SessionNotFound(session)
+        except BaseException:
+            background.withdraw(handle)
+            raise
+        background.launch(handle, turn)
+        return handle
 
     def new_park(self) -> Park:
         """A park for one background turn (`start_turn(park=...)`), bounded by `park_timeout_s`."""
@@ -472,27 +527,28 @@ class AgentRuntime:
         return Park(timeout_s=self.settings.park_timeout_s)
 
     def background_turn(self, turn_id: str) -> TurnHandle | None:
-        """The handle of a background turn of this runtime (running, or among the recently finished)."""
-        return self._entered_background().get(turn_id)
+        """The handle of a background turn of this runtime's principal (running, or among the recently finished)."""
+        handle = self._entered_background().get(turn_id)
+        return handle if handle is not None and handle.principal == self._principal else None
 
     async def find_turn(self, turn_id: str, session_id: str | None = None) -> TurnRecord:
-        """A turn's latest record: a background turn of this runtime's, else the stored one of `session_id`.
+        """A turn's latest record: a background turn of this runtime's, else the stored one (of `session_id`
+        when given, else found by its id alone among the principal's sessions).
 
         Raises:
-            TurnNotFound: neither knows it (turns this runtime no longer follows need their `session_id`).
-            SessionNotFound: `session_id` is unknown.
+            TurnNotFound: no such turn of the principal's.
+            SessionNotFound: `session_id` is unknown (or another principal's).
         """
         check_ids(turn_id=turn_id, session_id=session_id)
         handle = self.background_turn(turn_id)
         if handle is not None:
             return handle.record
-        if session_id is None:
-            parts = await self._ready()
-            found = None if parts.shared is None else await parts.shared.locate_turn(turn_id)
-            if found is None:
-                raise TurnNotFound("(not given)", turn_id)
-            return found
-        return await self.get_turn(session_id, turn_id)
+        if session_id is not None:
+            return await self.get_turn(session_id, turn_id)
+        found = await (await self._ready()).store.find_turn(turn_id, principal=self._principal)
+        if found is None:
+            raise TurnNotFound(None, turn_id)
+        return found
 
     async def wait_stored_turn(self, turn_id: str, session_id: str | None, *, timeout_s: float) -> TurnRecord:
         """A turn this runtime does not follow (see `find_turn`): its record; with a store several processes
@@ -528,25 +584,27 @@ class AgentRuntime:
         return await handle.wait(timeout_s)
 
     async def share_task(self, task: SharedTask) -> None:
-        """With a store several processes share, make the task known to all of them; else nothing."""
+        """With a store several processes share, make the task (of this runtime's principal) known to all of
+        them; else nothing."""
         if self.settings.store_url is not None and (shared := (await self._ready()).shared) is not None:
-            await shared.share_task(task)
+            await shared.share_task(dataclasses.replace(task, principal=self._principal))
 
     async def shared_task(self, task_id: str) -> SharedTask | None:
-        """A task another process sharing the store created (see `share_task`), or None."""
+        """A task of the principal's that another process sharing the store created (see `share_task`), or None."""
         check_ids(task_id=task_id)
         if self.settings.store_url is None or (shared := (await self._ready()).shared) is None:
             return None
-        return await shared.shared_task(task_id)
+        task = await shared.shared_task(task_id)
+        return task if task is not None and task.principal == self._principal else None
 
     async def _cancel_elsewhere(self, turn_id: str, timeout_s: float) -> TurnRecord:
         # Answered from memory when no other process can run the turn (the store is not even opened).
         parts = None if self.settings.store_url is None else await self._ready()
         if parts is None or parts.shared is None:
             raise TurnNotFound("(a background turn of this process)", turn_id)
-        record = await parts.shared.locate_turn(turn_id)
+        record = await parts.store.find_turn(turn_id, principal=self._principal)
         if record is None:
-            raise TurnNotFound("(any session)", turn_id)
+            raise TurnNotFound(None, turn_id)
         if record.status != "running":
             raise InvalidArgument(f"turn {turn_id!r} is not running: it ended {record.status}")
         await parts.shared.request_cancel(turn_id)
@@ -554,14 +612,14 @@ class AgentRuntime:
 
     def _cancel_here(self, turn_id: str) -> None:
         """A cancel request from a process sharing the store: cancel the turn if it runs here."""
-        scope = self._running.get(turn_id)
+        scope = self._shared.running.get(turn_id)
         if scope is not None:
             scope.cancel()
 
     def _entered_background(self) -> BackgroundTurns:
-        if self._background is None:
+        if self._shared.background is None:
             raise RuntimeError("the runtime was not entered: use `async with AgentRuntime(...)`")
-        return self._background
+        return self._shared.background
 
     async def _store_unbegun(self, record: TurnRecord) -> None:
         """Store the final record of a background turn that ended before it began (in place of `running`)."""
@@ -572,7 +630,7 @@ class AgentRuntime:
 
     async def _stored_turn(self, session_id: str, turn_id: str) -> TurnRecord | None:
         try:
-            return await self.get_turn(session_id, turn_id)
+            return await (await self._ready()).store.get_turn(session_id, turn_id)
         except AgentServerError:
             return None
 
@@ -596,8 +654,7 @@ class AgentRuntime:
         from agent_server.agent.context import DISCARD
         from agent_server.agent.preflight import compact_session
 
-        check_ids(session_id=session_id)
-        parts = await self._ready()
+        parts = await self._owned(session_id)
         ids: EventIds = {
             "turn_id": new_id("compact"),
             "session_id": session_id,
@@ -679,42 +736,43 @@ class AgentRuntime:
         metadata: dict[str, Any] | None = None,
         connection: str | None = DEFAULT_CONNECTION,
     ) -> SessionInfo:
-        """A new session; it becomes `connection`'s current session (when given)."""
+        """A new session of the principal's; it becomes `connection`'s current session (when given)."""
         parts = await self._ready()
-        session = await parts.store.create_session(title=title or "Untitled session", metadata=metadata or {})
-        return make_current(parts, connection, session)
+        session = await self._new_session(parts, title or "Untitled session", metadata or {})
+        return make_current(parts, self._key(connection), session)
 
     async def list_sessions(
         self, *, cursor: str | None = None, limit: int = 50, connection: str | None = DEFAULT_CONNECTION
     ) -> tuple[list[SessionInfo], str | None]:
-        """Sessions, newest first; `active` marks `connection`'s current one."""
+        """The principal's sessions, newest first; `active` marks `connection`'s current one."""
         parts = await self._ready()
-        sessions, next_cursor = await parts.store.list_sessions(cursor=cursor, limit=limit)
-        return [marked(parts, connection, s) for s in sessions], next_cursor
+        sessions, next_cursor = await parts.store.list_sessions(cursor=cursor, limit=limit, principal=self._principal)
+        return [marked(parts, self._key(connection), s) for s in sessions], next_cursor
 
     async def get_session(self, session_id: str, *, connection: str | None = DEFAULT_CONNECTION) -> SessionInfo:
-        check_ids(session_id=session_id)
-        parts = await self._ready()
-        return marked(parts, connection, await parts.store.get_session(session_id))
+        parts = await self._owned(session_id)
+        return marked(parts, self._key(connection), await parts.store.get_session(session_id))
 
     async def switch_session(self, session_id: str, *, connection: str | None = DEFAULT_CONNECTION) -> SessionInfo:
         """Make `session_id` the connection's current session."""
-        check_ids(session_id=session_id)
-        parts = await self._ready()
-        return make_current(parts, connection, await parts.store.get_session(session_id))
+        parts = await self._owned(session_id)
+        return make_current(parts, self._key(connection), await parts.store.get_session(session_id))
 
     async def fork_session(
         self, session_id: str, *, at_turn: str | None = None, title: str | None = None
     ) -> SessionInfo:
-        check_ids(session_id=session_id, at_turn=at_turn)
-        parts = await self._ready()
-        return await parts.store.fork_session(session_id, at_turn=at_turn, title=title)
+        check_ids(at_turn=at_turn)
+        """A copy of the session up to `at_turn` (see `store.base`); it belongs to the same principal."""
+        parts = await self._owned(session_id)
+        fork = await parts.store.fork_session(session_id, at_turn=at_turn, title=title)
+        parts.owners.remember(fork.session_id, self._principal)
+        return fork
 
     async def delete_session(self, session_id: str) -> None:
-        check_ids(session_id=session_id)
-        parts = await self._ready()
+        parts = await self._owned(session_id)
         await parts.store.delete_session(session_id)
         parts.current.forget(session_id)
+        parts.owners.forget(session_id)
 
     async def session_or_current(self, session_id: str | None, *, connection: str | None = DEFAULT_CONNECTION) -> str:
         """`session_id` (checked to exist), else the connection's current session.
@@ -726,8 +784,9 @@ class AgentRuntime:
         check_ids(session_id=session_id)
         parts = await self._ready()
         if session_id is not None:
-            return (await parts.store.get_session(session_id)).session_id
-        current = parts.current.get(connection)
+            await self._owned(session_id)
+            return session_id
+        current = parts.current.get(self._key(connection))
         if current is None or not await session_exists(parts.store, current):
             raise InvalidArgument(NO_CURRENT)
         return current
@@ -737,38 +796,34 @@ class AgentRuntime:
     ) -> tuple[list[TurnRecord], str | None]:
         """One page of the session's turns; a background turn of this runtime's as it is now (its live
         status, e.g. `awaiting_input`), the others as stored."""
-        check_ids(session_id=session_id)
-        turns, next_cursor = await (await self._ready()).store.list_turns(session_id, cursor=cursor, limit=limit)
+        store = (await self._owned(session_id)).store
+        turns, next_cursor = await store.list_turns(session_id, cursor=cursor, limit=limit)
         return [self._live(turn) for turn in turns], next_cursor
 
     def _live(self, stored: TurnRecord) -> TurnRecord:
-        handle = self._background.get(stored.turn_id) if self._background is not None else None
+        handle = self._shared.background.get(stored.turn_id) if self._shared.background is not None else None
         return handle.record if handle is not None and not handle.done else stored
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
-        check_ids(session_id=session_id, turn_id=turn_id)
-        return await (await self._ready()).store.get_turn(session_id, turn_id)
+        check_ids(turn_id=turn_id)
+        return await (await self._owned(session_id)).store.get_turn(session_id, turn_id)
 
     async def list_messages(
         self, session_id: str, *, cursor: str | None = None, limit: int = 50
     ) -> tuple[list[tuple[StoredMessage, bool]], str | None]:
         """One page of the session's stored messages, archived ones included (with their flag)."""
-        check_ids(session_id=session_id)
-        return await (await self._ready()).store.list_messages(session_id, cursor=cursor, limit=limit)
+        return await (await self._owned(session_id)).store.list_messages(session_id, cursor=cursor, limit=limit)
 
     async def list_compactions(self, session_id: str) -> list[CompactionRecord]:
-        check_ids(session_id=session_id)
-        return await (await self._ready()).store.list_compactions(session_id)
+        return await (await self._owned(session_id)).store.list_compactions(session_id)
 
     async def summary(self, session_id: str) -> str | None:
         """The session's latest compaction summary."""
-        check_ids(session_id=session_id)
-        return (await (await self._ready()).store.load_history(session_id)).summary
+        return (await (await self._owned(session_id)).store.load_history(session_id)).summary
 
     async def history(self, session_id: str) -> SessionHistory:
         """The session's live context: its latest compaction summary and the messages after it."""
-        check_ids(session_id=session_id)
-        return await (await self._ready()).store.load_history(session_id)
+        return await (await self._owned(session_id)).store.load_history(session_id)
 
     async def agent_tools(self, *, session_tools: SessionTools | None = None) -> ToolsReport:
         parts = await self._ready()
@@ -783,12 +838,53 @@ class AgentRuntime:
         title = title_from(prompt)
 
         async def create() -> str:
-            return (await store.create_session(title=title, metadata={})).session_id
+            return (await self._new_session(parts, title, {})).session_id
 
         if session_id == NEW_SESSION:
             return await create()
         if session_id is not None:
-            return session_id  # checked by the turn's start (`begin_turn` raises SessionNotFound): no extra hop
-        if connection is None:  # no connection identity: every such call starts fresh
+            # Whose it is, from memory for a session seen before; that it still exists is checked by the turn's
+            # start (`begin_turn` raises SessionNotFound): no extra hop.
+            await parts.owners.check(store, session_id, self._principal)
+            return session_id
+        key = self._key(connection)
+        if key is None:  # no connection identity: every such call starts fresh
             return await create()
-        return await parts.current.get_or_create(connection, lambda s: session_exists(store, s), create)
+        return await parts.current.get_or_create(key, lambda s: session_exists(store, s), create)
+
+    async def _new_session(self, parts: Parts, title: str, metadata: dict[str, Any]) -> SessionInfo:
+        session = await parts.store.create_session(title=title, metadata=metadata, principal=self._principal)
+        parts.owners.remember(session.session_id, self._principal)
+        return session
+
+    async def _owned(self, session_id: str) -> Parts:
+        """The parts, once `session_id` is known to be the principal's.
+
+        Raises:
+            SessionNotFound: the session is unknown, or another principal's.
+            InvalidArgument: `session_id` is no id.
+        """
+        check_ids(session_id=session_id)
+        parts = await self._ready()
+        await parts.owners.check(parts.store, session_id, self._principal)
+        return parts
+
+    def _key(self, connection: str | None) -> CurrentKey | None:
+        """Whose current session a connection's is: connections of two principals never share one."""
+        return None if connection is None else (self._principal, connection)
+
+    @asynccontextmanager
+    async def _hold_queued(
+        self, parts: Parts, session_id: str, deadline: float, *, counted: bool
+    ) -> AsyncGenerator[bool]:
+        """`hold_session`; while `counted` and the session is busy, the wait counts as one of the principal's
+        queued turns (`limits.queued_turns`; background turns are bounded by theirs instead).
+
+        Raises:
+            InvalidArgument: the principal has `limits.queued_turns` turns waiting already.
+        """
+        async with AsyncExitStack() as stack:
+            waiting = counted and parts.locks.busy(session_id)
+            with parts.queued.one(self._principal) if waiting else contextlib.nullcontext():
+                held = await stack.enter_async_context(hold_session(parts, session_id, deadline))
+            yield held

@@ -11,9 +11,11 @@ other events; a follower whose next events were dropped gets one `status` event 
 `events_dropped` saying how many, in their place. Each follower (a connection key, or the caller's
 own cursor) resumes after the last event it was sent.
 
-The registry is bounded too: at most `max_running` background turns at once (another start is an
-`InvalidArgument`), and the `keep_finished` most recently finished turns stay followable; older ones
-are only in the store (their record, without events). No MCP types here.
+The registry is bounded too, per principal (each turn records the principal that started it): at most
+`max_running` background turns of one principal at once, of which at most `max_parked` may wait for their
+client through a park (another start is an `InvalidArgument`; another principal's room is untouched), and
+the `keep_finished` most recently finished turns stay followable; older ones are only in the store (their
+record, without events). No MCP types here.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import anyio.abc
 
 from agent_server.errors import CANCELLED, INTERNAL_ERROR, AgentServerError, InvalidArgument
 from agent_server.events import AgentEvent, EventIds, EventSink, StatusEvent
-from agent_server.types import ErrorInfo, TurnRecord, TurnStatus, utc_now
+from agent_server.types import LOCAL_PRINCIPAL, ErrorInfo, TurnRecord, TurnStatus, utc_now
 
 if TYPE_CHECKING:
     from agent_server.runtime.park import Park
@@ -40,6 +42,7 @@ logger = logging.getLogger(__name__)
 EVENT_LOG_MAX_EVENTS = 2000
 EVENT_LOG_MAX_BYTES = 1_000_000
 MAX_RUNNING = 32
+MAX_PARKED = 16
 KEEP_FINISHED = 64
 MAX_FOLLOWERS = 64
 """Per turn: how many followers' cursors are remembered (the oldest is forgotten; it then restarts at 0)."""
@@ -100,9 +103,13 @@ class EventLog:
 class TurnHandle:
     """One background turn, as its starter and its followers see it."""
 
-    def __init__(self, record: TurnRecord, limits: LogLimits, park: Park | None = None) -> None:
+    def __init__(
+        self, record: TurnRecord, limits: LogLimits, park: Park | None = None, principal: str = LOCAL_PRINCIPAL
+    ) -> None:
         self.turn_id = record.turn_id
         self.session_id = record.session_id
+        self.principal = principal
+        """Whose turn this is: only that principal finds it (`AgentRuntime.background_turn`)."""
         self._record = record
         self.park = park
         """Where the turn waits for its client's input, when its front door lends it one that way."""
@@ -284,12 +291,14 @@ class BackgroundTurns:
         write: WriteRecord | None = None,
         limits: LogLimits | None = None,
         max_running: int = MAX_RUNNING,
+        max_parked: int = MAX_PARKED,
         keep_finished: int = KEEP_FINISHED,
     ) -> None:
         self._stored = stored
         self._write = write
         self._limits = limits or LogLimits()
         self._max_running = max_running
+        self._max_parked = max_parked
         self._keep_finished = keep_finished
         self._turns: OrderedDict[str, TurnHandle] = OrderedDict()
         self._group: anyio.abc.TaskGroup | None = None
@@ -317,28 +326,62 @@ class BackgroundTurns:
         self._group.start_soon(service)
 
     def start(
-        self, record: TurnRecord, turn: Callable[[EventSink], Awaitable[TurnRecord]], park: Park | None = None
+        self,
+        record: TurnRecord,
+        turn: Callable[[EventSink], Awaitable[TurnRecord]],
+        park: Park | None = None,
+        *,
+        principal: str = LOCAL_PRINCIPAL,
     ) -> TurnHandle:
-        """Run `turn` in the background; `record` is its `running` record until it ends; `park` is where it
-        waits for its client (cancelled when the park gives up on the client).
+        """Run `turn` in the background for `principal` (`admit`, then `launch`).
 
         Raises:
-            InvalidArgument: `max_running` background turns are running already.
+            InvalidArgument: the principal has no room for it (`check_room`).
+        """
+        handle = self.admit(record, park, principal=principal)
+        self.launch(handle, turn)
+        return handle
+
+    def admit(self, record: TurnRecord, park: Park | None = None, *, principal: str = LOCAL_PRINCIPAL) -> TurnHandle:
+        """Take a place for a turn of `principal` (it counts from now on); `record` is its `running` record
+        until it ends; `park` is where it waits for its client (cancelled when the park gives up on the client).
+        Then `launch` it, or `withdraw` it if it cannot begin.
+
+        Raises:
+            InvalidArgument: the principal has no room for it (`check_room`).
         """
         if self._group is None:
             raise RuntimeError("the runtime was not entered")
-        self.check_room()
-        handle = TurnHandle(record, self._limits, park)
+        self.check_room(principal, parked=park is not None)
+        handle = TurnHandle(record, self._limits, park, principal)
         self._turns[handle.turn_id] = handle
-        self._group.start_soon(self._run, handle, turn)
         return handle
 
-    def check_room(self) -> None:
-        """Raise `InvalidArgument` when `max_running` background turns are running already."""
-        running = sum(1 for handle in self._turns.values() if not handle.done)
-        if running >= self._max_running:
+    def launch(self, handle: TurnHandle, turn: Callable[[EventSink], Awaitable[TurnRecord]]) -> None:
+        """Run an admitted turn in the task group."""
+        if self._group is None:
+            raise RuntimeError("the runtime was not entered")
+        self._group.start_soon(self._run, handle, turn)
+
+    def withdraw(self, handle: TurnHandle) -> None:
+        """Give up the place of an admitted turn that was never launched."""
+        if self._turns.get(handle.turn_id) is handle:
+            del self._turns[handle.turn_id]
+
+    def check_room(self, principal: str, *, parked: bool = False) -> None:
+        """Raise `InvalidArgument` when `principal` runs `max_running` background turns already or, for a turn
+        that may wait for its client (`parked`: it has a park), `max_parked` such turns."""
+        mine = [handle for handle in self._turns.values() if handle.principal == principal and not handle.done]
+        if len(mine) >= self._max_running:
             raise InvalidArgument(
-                f"{running} background turns are running already (the limit): wait for one or cancel it"
+                f"{len(mine)} of your background turns are running already (the limit, limits.background_turns):"
+                " wait for one or cancel it"
+            )
+        waiting = sum(1 for handle in mine if handle.park is not None)
+        if parked and waiting >= self._max_parked:
+            raise InvalidArgument(
+                f"{waiting} of your turns may wait for your answers already (the limit, limits.parked_turns):"
+                " answer or cancel one of them first"
             )
 
     async def _run(self, handle: TurnHandle, turn: Callable[[EventSink], Awaitable[TurnRecord]]) -> None:

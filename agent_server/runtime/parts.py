@@ -16,9 +16,10 @@ from agent_server.settings import Settings
 from agent_server.types import SessionInfo, one_line
 
 if TYPE_CHECKING:
-    from agent_server.agent.current_sessions import CurrentSessions
+    from agent_server.agent.current_sessions import CurrentKey, CurrentSessions
     from agent_server.agent.locks import SessionLocks
     from agent_server.mounts.toolset import MountManager
+    from agent_server.runtime.owners import SessionOwners, Waiting
     from agent_server.store.base import SessionStore, SharedStore
     from agent_server.tools.base import Toolset
     from agent_server.tools.registry import ToolRegistry
@@ -53,16 +54,19 @@ class Parts:
     current: CurrentSessions
     shared: SharedStore | None
     """The store as several server processes share it (PostgreSQL), or None (SQLite, memory)."""
+    owners: SessionOwners
+    queued: Waiting
+    """Each principal's turns waiting for an earlier turn of their session (`limits.queued_turns`)."""
     sandbox: CommandSandbox | None = None
     """Where `run_command` runs, for every workspace of the runtime; None when the tool is off."""
 
 
-def make_current(parts: Parts, connection: str | None, session: SessionInfo) -> SessionInfo:
+def make_current(parts: Parts, connection: CurrentKey | None, session: SessionInfo) -> SessionInfo:
     parts.current.set(connection, session.session_id)
     return marked(parts, connection, session)
 
 
-def marked(parts: Parts, connection: str | None, session: SessionInfo) -> SessionInfo:
+def marked(parts: Parts, connection: CurrentKey | None, session: SessionInfo) -> SessionInfo:
     """`session` with `active` telling whether it is `connection`'s current session."""
     active = parts.current.get(connection) == session.session_id
     return session if session.active == active else session.model_copy(update={"active": active})

@@ -1,7 +1,7 @@
 """One handler per exposed tool, and `call_tool`: the one place exceptions become wire results.
 
-Handlers are thin: each maps its params to one `AgentRuntime` call (with this request's
-connection, events, trace id and client model) and the outcome to an `Outcome`: the result model
+Handlers are thin: each maps its params to one `AgentRuntime` call (the runtime acting for this request's
+principal, with its connection, events, trace id and client model) and the outcome to an `Outcome`: the result model
 (-> `structuredContent`), a short text (-> `content`) and whether it is an error. Known errors
 (`AgentServerError`) and invalid arguments become `isError` results whose `structuredContent.error`
 has a `type` and a `message`; anything unexpected is logged and reported as `internal_error`
@@ -25,6 +25,7 @@ from agent_server.server import tool_specs as specs
 from agent_server.server.approval_channel import approval_channel
 from agent_server.server.client_model import client_model
 from agent_server.server.connections import connection_key
+from agent_server.server.principals import caller_runtime
 from agent_server.server.streaming import EventStreamer
 from agent_server.types import TurnRecord
 
@@ -62,7 +63,7 @@ async def call_tool(name: str, ctx: Context, arguments: dict[str, Any]) -> types
     tool = TOOLS[name]
     try:
         params = tool.params.model_validate(arguments)
-        outcome = await tool.handler(ctx.lifespan_context, ctx, params)
+        outcome = await tool.handler(caller_runtime(ctx), ctx, params)
     except Exception as exc:
         return error_result(tool.name, exc)
     return outcome_result(outcome)

@@ -15,7 +15,7 @@ reshape a tool call's result into a `CallToolResult`); without `task` the call r
 - `tasks/list`: this connection's tasks, newest first, paged by `nextCursor`;
 - `tasks/cancel`: cancels the turn and returns the task (`cancelled`); a task that already ended is `-32602`.
 
-An unknown task (or one of another connection) is `-32602`. The tasks live in the same registry as the
+An unknown task (or one of another connection or principal) is `-32602`. The tasks live in the same registry as the
 2026-07-28 ones (`tasks.py`), with the same ids, binding and bounds; `ttl` is null (kept while the process
 runs, within the registry's bound).
 """
@@ -32,8 +32,8 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import ValidationError
 
 from agent_server.runtime import InputRequest, Park, TurnHandle
-from agent_server.server.connections import connection_key
 from agent_server.server.handlers import Context
+from agent_server.server.principals import caller_runtime
 from agent_server.server.tasks import (
     POLL_INTERVAL_MS,
     UNKNOWN_TASK,
@@ -41,6 +41,7 @@ from agent_server.server.tasks import (
     TaskRegistry,
     cancel_task,
     start_task,
+    task_owner,
     task_state,
 )
 
@@ -60,7 +61,7 @@ async def start(registry: TaskRegistry, ctx: Context) -> dict[str, Any]:
 
 
 async def _task(ctx: Context, entry: TaskEntry) -> dict[str, Any]:
-    state = await task_state(ctx.lifespan_context, entry)
+    state = await task_state(caller_runtime(ctx), entry)
     task = types.Task(
         task_id=entry.task_id,
         status=state.status,
@@ -74,7 +75,7 @@ async def _task(ctx: Context, entry: TaskEntry) -> dict[str, Any]:
 
 
 def _entry(registry: TaskRegistry, ctx: Context, task_id: str) -> TaskEntry:
-    entry = registry.get(task_id, connection_key(ctx))
+    entry = registry.get(task_id, task_owner(ctx))
     if entry is None:
         raise MCPError(types.INVALID_PARAMS, UNKNOWN_TASK)
     return entry
@@ -87,10 +88,11 @@ async def handle_get(registry: TaskRegistry, ctx: Context, task_id: str) -> dict
 async def handle_result(registry: TaskRegistry, ctx: Context, task_id: str) -> dict[str, Any]:
     """Blocks until the turn ends (bounded by the turn's own timeout and the caller's)."""
     entry = _entry(registry, ctx, task_id)
-    handle = ctx.lifespan_context.background_turn(entry.turn_id)
+    runtime = caller_runtime(ctx)
+    handle = runtime.background_turn(entry.turn_id)
     if handle is not None:
         await _wait_relaying_input(ctx, handle, entry.task_id)
-    state = await task_state(ctx.lifespan_context, entry)
+    state = await task_state(runtime, entry)
     if state.result is None:
         failure = state.message if state.status == "failed" else f"task {entry.task_id} is {state.status}"
         raise MCPError(types.INTERNAL_ERROR, failure)
@@ -137,7 +139,7 @@ async def _relay(ctx: Context, park: Park, request: InputRequest, task_id: str) 
 
 
 async def handle_list(registry: TaskRegistry, ctx: Context, cursor: str | None) -> dict[str, Any]:
-    entries = registry.owned_by(connection_key(ctx))
+    entries = registry.owned_by(task_owner(ctx))
     first = _offset(cursor)
     page = entries[first : first + LIST_PAGE]
     tasks = [await _task(ctx, entry) for entry in page]
@@ -155,7 +157,7 @@ def _offset(cursor: str | None) -> int:
 
 async def handle_cancel(registry: TaskRegistry, ctx: Context, task_id: str) -> dict[str, Any]:
     entry = _entry(registry, ctx, task_id)
-    before = await task_state(ctx.lifespan_context, entry)
+    before = await task_state(caller_runtime(ctx), entry)
     if before.status != "working":
         raise MCPError(types.INVALID_PARAMS, f"Cannot cancel task: it is already {before.status}")
     await cancel_task(registry, ctx, entry.task_id)

@@ -14,9 +14,11 @@ turn. Each round streams the turn's events it has not streamed yet on its own pr
 A request that lends nothing (no elicitation, a configured model or no sampling) runs the turn the usual
 way, where the client's model gives the clear error of `client_model.py`. A client that stops retrying
 leaves its turn parked until `park_timeout_s`, when the turn ends `cancelled` saying so; cancelling a
-round's request cancels the turn, as it would a synchronous one. Such a turn counts as one of the
-runtime's background turns while it runs (their bound applies: at most 32 at once). The SDK client retries at most
-`input_required_max_rounds` (10) times per call: a turn needing more answers needs that raised.
+round's request cancels the turn, as it would a synchronous one. Such a turn counts as one of its principal's
+background turns while it runs, and as one that may wait for its client (`limits.background_turns` and
+`limits.parked_turns`, per principal). A retry whose `requestState` names another principal's turn is answered
+as one naming a turn that is gone (the SDK binds a sealed state to its principal too). The SDK client retries
+at most `input_required_max_rounds` (10) times per call: a turn needing more answers needs that raised.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from agent_server.runtime import AgentRuntime, TurnHandle
 from agent_server.server import tool_specs as specs
 from agent_server.server.handlers import Context, error_result, outcome_result, streamer_for, turn_outcome
 from agent_server.server.input_requests import deliver, lend, wire_requests
+from agent_server.server.principals import caller_runtime
 from agent_server.server.turn_handlers import begin_background
 
 CHANNEL = "input_required"
@@ -46,7 +49,7 @@ Answer = types.CallToolResult | types.InputRequiredResult
 
 async def call_run_turn(ctx: Context, params: types.CallToolRequestParams) -> Answer | None:
     """This 2026-07-28 `run_turn` in rounds, or None when it should run the usual way (see the docstring)."""
-    runtime = ctx.lifespan_context
+    runtime = caller_runtime(ctx)
     try:
         turn = specs.RunTurnParams.model_validate(params.arguments or {})
     except ValidationError as exc:

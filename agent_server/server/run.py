@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import signal
@@ -17,7 +16,6 @@ from agent_server.settings import Settings
 
 if TYPE_CHECKING:
     from mcp.server import Server
-    from mcp.server.transport_security import TransportSecuritySettings
 
 logger = logging.getLogger(__name__)
 
@@ -97,57 +95,34 @@ def _exit_when(unwound: threading.Event) -> None:
 
 
 async def serve_http(settings: Settings, *, host: str, port: int) -> None:
-    """Serve Streamable HTTP at `http://HOST:PORT/mcp` until interrupted.
+    """Serve Streamable HTTP at `http://HOST:PORT/mcp` until interrupted, protected as `http_app` says.
 
-    On a loopback host (`localhost` or any loopback address) DNS-rebinding protection is on: the
-    Host and Origin headers must name a loopback host. Binding elsewhere exposes the agent to the
-    network: a warning is logged.
+    A non-loopback bind needs `auth` (and, on every address, `http.allowed_hosts`): without it the server does
+    not start. uvicorn runs with the `http` settings' bounds (`http_protocol`): a header deadline, the idle
+    keep-alive timeout and a connection limit.
 
     Raises:
-        ConfigError: the settings name a provider or script that cannot be loaded.
+        ConfigError: the bind is not protected by the settings, or they name a provider or script that cannot
+            be loaded.
     """
     import uvicorn
 
     from agent_server.server.app import create_server
+    from agent_server.server.http_app import check_bind, http_app
+    from agent_server.server.http_protocol import bounded_protocol
 
-    security = rebinding_protection(host)
-    if security is None:
-        logger.warning("serving on %s: the agent is reachable from the network and has no authentication", host)
+    check_bind(settings, host)
     server = create_server(settings)
-    app = server.streamable_http_app(host=host, transport_security=security)
-    config = uvicorn.Config(app, host=host, port=port, log_level=settings.log_level.lower(), lifespan="on")
-    await uvicorn.Server(config).serve()
-
-
-def is_loopback(host: str) -> bool:
-    """True for `localhost` and every loopback address (all of 127.0.0.0/8, ::1), decided by address."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def rebinding_protection(host: str) -> TransportSecuritySettings | None:
-    """DNS-rebinding protection for a server bound to `host`; None when `host` is not loopback.
-
-    Passed to the SDK explicitly: left to itself it protects only three spellings of loopback
-    (`127.0.0.1`, `localhost`, `::1`) and serves any other loopback address unprotected.
-    """
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    if not is_loopback(host):
-        return None
-    names = {"127.0.0.1", "localhost", "[::1]", _host_header_name(host)}
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=sorted(f"{name}:*" for name in names),
-        allowed_origins=sorted(f"http://{name}:*" for name in names),
+    app = http_app(server, settings, host=host, port=port)
+    http = settings.http
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=settings.log_level.lower(),
+        lifespan="on",
+        http=bounded_protocol(header_timeout_s=http.header_timeout_s, max_connections=http.max_connections),
+        timeout_keep_alive=http.keep_alive_timeout_s,
+        limit_concurrency=http.max_connections,
     )
-
-
-def _host_header_name(host: str) -> str:
-    """How `host` appears in a Host header: IPv6 addresses in brackets."""
-    bare = host.strip("[]")
-    return f"[{bare}]" if ":" in bare else bare.lower()
+    await uvicorn.Server(config).serve()

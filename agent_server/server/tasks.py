@@ -15,13 +15,13 @@ approvals only when it declared (form) elicitation, else the headless policy dec
 (when none is configured) only when it declared sampling. A task left `input_required` longer than
 `park_timeout_s` ends `cancelled`, saying so.
 
-Task ids are random (192 bits) and bound to the connection that created the task (the server process
-on stdio, the MCP session on handshake-era HTTP); a 2026-07-28 HTTP request has no connection identity,
-so there the id alone is the credential. A task of another connection is "unknown". Such a task without a
-connection is also kept in a store that several replicas share (PostgreSQL), so that `tasks/get` and
-`tasks/cancel` sent to another replica find it (its turn's stored record then tells its state). The registry keeps
-at most `MAX_TASKS` tasks, dropping the oldest finished ones first; a task lives as long as the
-process (`ttlMs: null`).
+Task ids are random (192 bits) and bound to the principal and the connection that created the task (the
+server process on stdio, the MCP session on handshake-era HTTP); a 2026-07-28 HTTP request has no connection
+identity, so there the task is bound to its principal alone. A task of another principal or connection is
+"unknown". Such a task without a connection is also kept in a store that several replicas share (PostgreSQL),
+with its principal, so that `tasks/get` and `tasks/cancel` sent to another replica find it (its turn's stored
+record then tells its state). The registry keeps at most `MAX_TASKS` tasks per principal, dropping that
+principal's oldest finished ones first; a task lives as long as the process (`ttlMs: null`).
 
 The handshake-era tasks (2025-11-25, experimental) are in `legacy_tasks.py`, on the same registry.
 """
@@ -44,6 +44,7 @@ from agent_server.runtime import AgentRuntime
 from agent_server.server import tool_specs as specs
 from agent_server.server.connections import connection_key
 from agent_server.server.handlers import Context, error_result, outcome_result, turn_outcome
+from agent_server.server.principals import caller_runtime, principal_of
 from agent_server.server.streaming import describe
 from agent_server.server.task_wire import TaskIdParams, UpdateTaskParams
 from agent_server.server.turn_handlers import begin_background
@@ -63,10 +64,18 @@ QUEUED = "queued: the turn begins after an earlier turn of its session (or the m
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
 
+TaskOwner = tuple[str, str | None]
+"""`(principal, connection)`: whose a task is, and the connection it is bound to (None: none, see above)."""
+
+
+def task_owner(ctx: Context) -> TaskOwner:
+    return principal_of(ctx), connection_key(ctx)
+
+
 @dataclass(frozen=True)
 class TaskEntry:
     task_id: str
-    owner: str | None
+    owner: TaskOwner
     turn_id: str
     session_id: str
     detail: specs.Detail
@@ -93,7 +102,7 @@ class TaskRegistry:
         self._tasks: OrderedDict[str, TaskEntry] = OrderedDict()
         self._max = max_tasks
 
-    def add(self, runtime: AgentRuntime, owner: str | None, record: TurnRecord, detail: specs.Detail) -> TaskEntry:
+    def add(self, runtime: AgentRuntime, owner: TaskOwner, record: TurnRecord, detail: specs.Detail) -> TaskEntry:
         entry = TaskEntry(
             task_id=secrets.token_urlsafe(TASK_ID_BYTES),
             owner=owner,
@@ -103,17 +112,18 @@ class TaskRegistry:
             created_at=utc_now(),
         )
         self._tasks[entry.task_id] = entry
-        self._evict(runtime)
+        self._evict(runtime, owner[0])
         return entry
 
-    def get(self, task_id: str, owner: str | None) -> TaskEntry | None:
+    def get(self, task_id: str, owner: TaskOwner) -> TaskEntry | None:
         entry = self._tasks.get(task_id)
         return entry if entry is not None and entry.owner == owner else None
 
-    async def find(self, runtime: AgentRuntime, task_id: str, owner: str | None) -> TaskEntry | None:
-        """`get`, or for a request without a connection, a task another replica created (`share`)."""
+    async def find(self, runtime: AgentRuntime, task_id: str, owner: TaskOwner) -> TaskEntry | None:
+        """`get`, or for a request without a connection, a task of its principal another replica created (`share`);
+        `runtime` acts for the request's principal."""
         entry = self.get(task_id, owner)
-        if entry is not None or owner is not None:
+        if entry is not None or owner[1] is not None:
             return entry
         try:
             shared = await runtime.shared_task(task_id)
@@ -122,25 +132,27 @@ class TaskRegistry:
         if shared is None:
             return None
         detail: specs.Detail = "full" if shared.detail == "full" else "summary"
-        return TaskEntry(shared.task_id, None, shared.turn_id, shared.session_id, detail, shared.created_at)
+        owner = (shared.principal, None)
+        return TaskEntry(shared.task_id, owner, shared.turn_id, shared.session_id, detail, shared.created_at)
 
     async def share(self, runtime: AgentRuntime, entry: TaskEntry) -> None:
         """A task without a connection may be asked about on any replica: keep it in a shared store."""
-        if entry.owner is None:
+        if entry.owner[1] is None:
             task = SharedTask(entry.task_id, entry.turn_id, entry.session_id, entry.detail, entry.created_at)
             await runtime.share_task(task)
 
-    def owned_by(self, owner: str | None) -> list[TaskEntry]:
-        """This connection's tasks, newest first."""
+    def owned_by(self, owner: TaskOwner) -> list[TaskEntry]:
+        """This principal's tasks of this connection, newest first."""
         return [entry for entry in reversed(self._tasks.values()) if entry.owner == owner]
 
-    def _evict(self, runtime: AgentRuntime) -> None:
-        excess = len(self._tasks) - self._max
-        for entry in list(self._tasks.values()):
+    def _evict(self, runtime: AgentRuntime, principal: str) -> None:
+        mine = [entry for entry in self._tasks.values() if entry.owner[0] == principal]
+        excess = len(mine) - self._max
+        for entry in mine:
             if excess <= 0:
                 return
             handle = runtime.background_turn(entry.turn_id)
-            if handle is None or handle.done:  # a running turn's task stays: at most 32 of them
+            if handle is None or handle.done:  # a running turn's task stays: limits.background_turns of them
                 del self._tasks[entry.task_id]
                 excess -= 1
 
@@ -151,13 +163,13 @@ async def start_task(
     """`run_turn` as a task: the task, once registered (so `tasks/get` finds it), or the call's error result."""
     from agent_server.server.input_requests import lend
 
-    runtime = ctx.lifespan_context
+    runtime = caller_runtime(ctx)
     try:
         params = specs.RunTurnParams.model_validate(arguments)
         handle = await begin_background(runtime, ctx, params, lend(runtime, ctx, CHANNEL))
     except Exception as exc:
         return error_result("run_turn", exc)
-    entry = registry.add(runtime, connection_key(ctx), handle.record, params.detail)
+    entry = registry.add(runtime, task_owner(ctx), handle.record, params.detail)
     try:
         await registry.share(runtime, entry)
     except AgentServerError as exc:  # the task still works here; other replicas will not know it
@@ -235,10 +247,11 @@ class DetailedTaskResult(_Task):
 
 
 async def handle_get(registry: TaskRegistry, ctx: Context, params: TaskIdParams) -> dict[str, Any]:
-    entry = await registry.find(ctx.lifespan_context, params.task_id, connection_key(ctx))
+    runtime = caller_runtime(ctx)
+    entry = await registry.find(runtime, params.task_id, task_owner(ctx))
     if entry is None:
         raise MCPError(types.INVALID_PARAMS, UNKNOWN_TASK)
-    state = await task_state(ctx.lifespan_context, entry)
+    state = await task_state(runtime, entry)
     fields = _task_fields(entry, state)
     if state.status == "completed" and state.result is not None:  # a cancelled task carries no result
         fields["result"] = state.result.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -259,8 +272,8 @@ async def handle_update(registry: TaskRegistry, ctx: Context, params: UpdateTask
     waits on (others, and those of an unknown or ended task, are ignored)."""
     from agent_server.server.input_requests import deliver
 
-    entry = registry.get(params.task_id, connection_key(ctx))
-    handle = None if entry is None else ctx.lifespan_context.background_turn(entry.turn_id)
+    entry = registry.get(params.task_id, task_owner(ctx))
+    handle = None if entry is None else caller_runtime(ctx).background_turn(entry.turn_id)
     if handle is not None and handle.park is not None and not handle.done:
         deliver(handle.park, params.input_responses)
     return types.EmptyResult(result_type="complete")
@@ -274,14 +287,14 @@ async def handle_cancel(registry: TaskRegistry, ctx: Context, params: TaskIdPara
 
 async def cancel_task(registry: TaskRegistry, ctx: Context, task_id: str) -> TaskEntry | None:
     """Cancel the task's turn if it runs; the entry, or None when the task is unknown to this connection."""
-    runtime = ctx.lifespan_context
-    entry = await registry.find(runtime, task_id, connection_key(ctx))
+    runtime = caller_runtime(ctx)
+    entry = await registry.find(runtime, task_id, task_owner(ctx))
     if entry is None:
         return None
     handle = runtime.background_turn(entry.turn_id)
     if handle is not None and not handle.done:
         await runtime.cancel_turn(entry.turn_id)
-    elif handle is None and entry.owner is None:  # another replica's task: its turn, if still running there
+    elif handle is None and entry.owner[1] is None:  # another replica's task: its turn, if still running there
         with contextlib.suppress(AgentServerError):
             await runtime.cancel_turn(entry.turn_id)
     return entry

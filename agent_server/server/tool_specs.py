@@ -82,10 +82,7 @@ class RunTurnParams(_Params):
 
 
 _TURN_ID_HELP = "The turn_id of a run_turn result."
-_TURN_SESSION_HELP = (
-    "The turn's session_id: needed only for turns this server process no longer follows (run without "
-    "background, finished long ago, or started by an earlier process); background turns are found by id."
-)
+_TURN_SESSION_HELP = "The turn's session_id (optional: a turn is found by its turn_id alone)."
 TURN_WAIT_DEFAULT_S = 60.0
 TURN_WAIT_MAX_S = 600.0
 

@@ -52,8 +52,7 @@ _DEFS = [
     ),
     ToolDef(
         "turn_get",
-        "A turn's record, running or ended (summary unless detail `full`). Background turns are found by "
-        "turn_id; older turns also need their session_id.",
+        "A turn's record, running or ended (summary unless detail `full`), found by its turn_id.",
         specs.TurnGetParams,
         specs.TurnResult,
         turns.handle_turn_get,

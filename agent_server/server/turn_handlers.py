@@ -1,7 +1,8 @@
 """Background turns over MCP: `run_turn(background: true)`, `turn_get`, `turn_wait`, `turn_cancel`.
 
-A background turn belongs to the server process, not to the request or connection that started it:
-any caller that knows its `turn_id` may follow or cancel it (ids are random, 64 bits). `turn_wait`
+A background turn belongs to the principal that started it (DESIGN 3.10), not to the request or connection:
+any caller of that principal that knows its `turn_id` may follow or cancel it (ids are random, 64 bits);
+another principal's calls find no such turn. `turn_wait`
 streams the turn's events on its own progress token (and in full to clients with the events
 extension) from the first one this connection has not been sent yet (`after_event` overrides;
 a 2026-07-28 HTTP request has no connection identity and starts at the first event), and it ends

@@ -97,7 +97,15 @@ CREATE TABLE turn_leases (
 """
 """Version 3 fences the turn lock: each session's lease epoch, bumped by each new holder, and the holder's
 `owner_key` (NULL once released). See `claim_lease`."""
-_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2, _V2_TO_V3]  # _MIGRATIONS[n] takes version n to n + 1: append to migrate
+_V3_TO_V4 = """
+ALTER TABLE sessions ADD COLUMN principal TEXT NOT NULL DEFAULT 'local';
+CREATE INDEX sessions_by_principal ON sessions (principal, ordinal);
+ALTER TABLE tasks ADD COLUMN principal TEXT NOT NULL DEFAULT 'local';
+"""
+"""Version 4 records whose each session and shared task is (its principal; those of before belong to `local`, the
+principal of stdio and of unauthenticated loopback HTTP)."""
+_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2, _V2_TO_V3, _V3_TO_V4]
+"""`_MIGRATIONS[n]` takes the schema from version n to n + 1: append to migrate."""
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
@@ -231,6 +239,13 @@ async def require_session(conn: Conn, session_id: str, *, lock: bool = False) ->
     sql = "SELECT 1 FROM sessions WHERE session_id = %s" + (" FOR UPDATE" if lock else "")
     if await one(conn, sql, (session_id,)) is None:
         raise SessionNotFound(session_id)
+
+
+async def session_owner(conn: Conn, session_id: str) -> str:
+    row = await one(conn, "SELECT principal FROM sessions WHERE session_id = %s", (session_id,))
+    if row is None:
+        raise SessionNotFound(session_id)
+    return row[0]
 
 
 async def get_session(conn: Conn, session_id: str) -> SessionInfo:

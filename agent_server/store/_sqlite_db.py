@@ -76,11 +76,19 @@ CREATE INDEX messages_live ON messages (session_id, seq) WHERE archived = 0;
 """
 """Version 4 indexes the live (not archived) messages: a turn's start reads them, and without the index that read
 walks every archived message of the session too (5x the per-turn store cost at 10,000 turns)."""
+_V4_TO_V5 = """
+ALTER TABLE sessions ADD COLUMN principal TEXT NOT NULL DEFAULT 'local';
+CREATE INDEX sessions_by_principal ON sessions (principal, ordinal);
+CREATE INDEX turns_by_id ON turns (turn_id);
+"""
+"""Version 5 records whose each session is (its principal; the sessions of before belong to `local`, the principal
+of stdio and of unauthenticated loopback HTTP), and finds a turn by its id alone."""
 _MIGRATIONS = [
     _SCHEMA_V1,
     _V1_TO_V2,
     _V2_TO_V3,
     _V3_TO_V4,
+    _V4_TO_V5,
 ]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -169,6 +177,13 @@ def session_info(row: Any) -> SessionInfo:
 def require_session(conn: sqlite3.Connection, session_id: str) -> None:
     if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone() is None:
         raise SessionNotFound(session_id)
+
+
+def session_owner(conn: sqlite3.Connection, session_id: str) -> str:
+    row = conn.execute("SELECT principal FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    return row[0]
 
 
 def get_session(conn: sqlite3.Connection, session_id: str) -> SessionInfo:

@@ -1,6 +1,6 @@
 """The session store boundary: sessions, history, turn records, compactions.
 
-Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` checks it):
+Contract (`SqliteStore`, `MemoryStore` and `PostgresStore` keep it; `tests/unit/store/` checks it):
 
 - Sessions list newest-created first; turns and messages list oldest first. Cursors are opaque strings.
 - `begin_turn` makes a turn visible as `running` and returns the history it starts from (one call:
@@ -26,6 +26,12 @@ Contract (both `SqliteStore` and `MemoryStore` keep it; `tests/unit/store/` chec
 - `remember_approval` keeps an `allow_session` answer for (session, agent-side tool name) until the
   session is deleted; `approved_tools` lists the session's. A fork does not inherit them (approval was
   given for the conversation it was given in).
+- Principals: a session belongs to the principal that made it (`create_session(principal=...)`, default `local`;
+  a fork belongs to its source's). `list_sessions` lists one principal's sessions, `session_owner` says whose a
+  session is, and `find_turn` finds a turn by its id alone among one principal's sessions (a fork copies its
+  source's finished turns with their ids: the first begun is returned). The other methods take ids their
+  caller has checked: the runtime checks ownership before it reaches the store (`agent_server.runtime.owners`).
+  A store of before principals is migrated, its sessions belonging to `local`.
 - Which session is a connection's current one is not stored: it is per connection, in memory
   (DESIGN 3.5), so `SessionInfo.active` is always False here and set by the front door.
 """
@@ -38,15 +44,33 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from agent_server.types import CompactionRecord, Message, SessionHistory, SessionInfo, StoredMessage, TurnRecord
+from agent_server.types import (
+    LOCAL_PRINCIPAL,
+    CompactionRecord,
+    Message,
+    SessionHistory,
+    SessionInfo,
+    StoredMessage,
+    TurnRecord,
+)
 
 
 class SessionStore(Protocol):
-    async def create_session(self, *, title: str, metadata: dict[str, Any]) -> SessionInfo: ...
+    async def create_session(
+        self, *, title: str, metadata: dict[str, Any], principal: str = LOCAL_PRINCIPAL
+    ) -> SessionInfo: ...
 
     async def get_session(self, session_id: str) -> SessionInfo: ...
 
-    async def list_sessions(self, *, cursor: str | None, limit: int) -> tuple[list[SessionInfo], str | None]: ...
+    async def session_owner(self, session_id: str) -> str:
+        """The principal the session belongs to."""
+        ...
+
+    async def list_sessions(
+        self, *, cursor: str | None, limit: int, principal: str = LOCAL_PRINCIPAL
+    ) -> tuple[list[SessionInfo], str | None]:
+        """One page of `principal`'s sessions, newest first; and the next cursor."""
+        ...
 
     async def delete_session(self, session_id: str) -> None: ...
 
@@ -69,6 +93,10 @@ class SessionStore(Protocol):
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool: ...
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord: ...
+
+    async def find_turn(self, turn_id: str, *, principal: str) -> TurnRecord | None:
+        """The turn with this id in one of `principal`'s sessions, or None (see the module docstring)."""
+        ...
 
     async def list_turns(
         self, session_id: str, *, cursor: str | None, limit: int
@@ -95,27 +123,24 @@ class SessionStore(Protocol):
 
 @dataclass(frozen=True)
 class SharedTask:
-    """An MCP task that any process sharing the store may be asked about: the turn it runs."""
+    """An MCP task that any process sharing the store may be asked about: the turn it runs, and whose it is."""
 
     task_id: str
     turn_id: str
     session_id: str
     detail: str
     created_at: str
+    principal: str = LOCAL_PRINCIPAL
 
 
 @runtime_checkable
 class SharedStore(Protocol):
     """What a store that several server processes share adds (`PostgresStore`); the runtime uses it when
-    its store has it. Turn ids are unique across sessions, so a turn can be found by its id alone."""
+    its store has it."""
 
     def hold_turn(self, session_id: str, *, deadline: float = math.inf) -> AbstractAsyncContextManager[bool]:
         """Hold the session's turn lock, shared by every process, for the block; yields False (not holding
         it) when `deadline` (anyio's clock) passed while waiting."""
-        ...
-
-    async def locate_turn(self, turn_id: str) -> TurnRecord | None:
-        """The stored record of the turn with this id, in whichever session, or None."""
         ...
 
     async def request_cancel(self, turn_id: str) -> None:

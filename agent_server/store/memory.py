@@ -14,6 +14,7 @@ from typing import Any
 from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
 from agent_server.types import (
+    LOCAL_PRINCIPAL,
     CompactionRecord,
     Message,
     SessionHistory,
@@ -40,6 +41,7 @@ class _Session:
     metadata: dict[str, Any]
     created_at: str
     updated_at: str
+    principal: str = LOCAL_PRINCIPAL
     summary: str | None = None
     messages: list[StoredMessage] = field(default_factory=list[StoredMessage])
     archived_through: int = 0
@@ -85,26 +87,35 @@ class MemoryStore:
             turn_count=len(session.turns),
         )
 
-    def _add(self, *, title: str, metadata: dict[str, Any]) -> _Session:
+    def _add(self, *, title: str, metadata: dict[str, Any], principal: str) -> _Session:
         self._check_open()
         now = utc_now()
-        session = _Session(next(self._ordinals), new_id("ses"), title, dict(metadata), now, now)
+        session = _Session(next(self._ordinals), new_id("ses"), title, dict(metadata), now, now, principal)
         self._sessions[session.session_id] = session
         return session
 
     # --- sessions -----------------------------------------------------------------------
 
-    async def create_session(self, *, title: str, metadata: dict[str, Any]) -> SessionInfo:
-        return self._info(self._add(title=title, metadata=metadata))
+    async def create_session(
+        self, *, title: str, metadata: dict[str, Any], principal: str = LOCAL_PRINCIPAL
+    ) -> SessionInfo:
+        return self._info(self._add(title=title, metadata=metadata, principal=principal))
 
     async def get_session(self, session_id: str) -> SessionInfo:
         return self._info(self._session(session_id))
 
-    async def list_sessions(self, *, cursor: str | None, limit: int) -> tuple[list[SessionInfo], str | None]:
+    async def session_owner(self, session_id: str) -> str:
+        return self._session(session_id).principal
+
+    async def list_sessions(
+        self, *, cursor: str | None, limit: int, principal: str = LOCAL_PRINCIPAL
+    ) -> tuple[list[SessionInfo], str | None]:
         self._check_open()
         common.check_limit(limit)
         after = common.decode_cursor("sessions", cursor)
-        newest_first = sorted(self._sessions.values(), key=lambda s: s.ordinal, reverse=True)
+        newest_first = sorted(
+            (s for s in self._sessions.values() if s.principal == principal), key=lambda s: s.ordinal, reverse=True
+        )
         rest = [s for s in newest_first if after is None or s.ordinal < after]
         page = rest[:limit]
         next_cursor = common.encode_cursor("sessions", page[-1].ordinal) if len(rest) > limit else None
@@ -167,6 +178,16 @@ class MemoryStore:
             raise TurnNotFound(session_id, turn_id)
         return session.turns[turn_id][1]
 
+    async def find_turn(self, turn_id: str, *, principal: str) -> TurnRecord | None:
+        """The turn with this id in one of `principal`'s sessions (the first begun, when forks copied it), or None."""
+        self._check_open()
+        found = [
+            session.turns[turn_id]
+            for session in self._sessions.values()
+            if session.principal == principal and turn_id in session.turns
+        ]
+        return min(found, key=lambda entry: entry[0])[1] if found else None
+
     async def list_turns(
         self, session_id: str, *, cursor: str | None, limit: int
     ) -> tuple[list[TurnRecord], str | None]:
@@ -217,7 +238,7 @@ class MemoryStore:
         kept = {m.seq for m in messages}
         left_out = [m.seq for m in old.messages if m.seq <= cut and m.seq not in kept]
         clean = min(left_out, default=cut + 1) - 1
-        new = self._add(title=common.fork_title(old.title, title), metadata=old.metadata)
+        new = self._add(title=common.fork_title(old.title, title), metadata=old.metadata, principal=old.principal)
         new.messages = messages
         new.compactions = [c for c in old.compactions if c.head_seq <= clean]
         for compaction in new.compactions:

@@ -60,6 +60,7 @@ from agent_server.store import _pg_db as db
 from agent_server.store._pg_db import Conn
 from agent_server.store.base import SharedTask
 from agent_server.types import (
+    LOCAL_PRINCIPAL,
     CompactionRecord,
     ErrorInfo,
     Message,
@@ -167,14 +168,16 @@ class PostgresStore:
 
     # --- sessions -----------------------------------------------------------------------
 
-    async def create_session(self, *, title: str, metadata: dict[str, Any]) -> SessionInfo:
+    async def create_session(
+        self, *, title: str, metadata: dict[str, Any], principal: str = LOCAL_PRINCIPAL
+    ) -> SessionInfo:
         session_id, now, meta = new_id("ses"), utc_now(), json.dumps(metadata, ensure_ascii=False)
 
         async def run(conn: Conn) -> SessionInfo:
             await conn.execute(
-                "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at)"
-                " VALUES (%s, %s, %s, %s, %s)",
-                (session_id, db.text(title), meta, now, now),
+                "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at, principal)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (session_id, db.text(title), meta, now, now, principal),
             )
             return await db.get_session(conn, session_id)
 
@@ -183,16 +186,21 @@ class PostgresStore:
     async def get_session(self, session_id: str) -> SessionInfo:
         return await self._run(lambda conn: db.get_session(conn, session_id))
 
-    async def list_sessions(self, *, cursor: str | None, limit: int) -> tuple[list[SessionInfo], str | None]:
+    async def session_owner(self, session_id: str) -> str:
+        return await self._run(lambda conn: db.session_owner(conn, session_id))
+
+    async def list_sessions(
+        self, *, cursor: str | None, limit: int, principal: str = LOCAL_PRINCIPAL
+    ) -> tuple[list[SessionInfo], str | None]:
         common.check_limit(limit)
         after = common.decode_cursor("sessions", cursor)
 
         async def run(conn: Conn) -> tuple[list[SessionInfo], str | None]:
             rows = await (
                 await conn.execute(
-                    f"SELECT {db.SESSION_COLUMNS} FROM sessions s WHERE s.ordinal < %s"
+                    f"SELECT {db.SESSION_COLUMNS} FROM sessions s WHERE s.principal = %s AND s.ordinal < %s"
                     " ORDER BY s.ordinal DESC LIMIT %s",
-                    (after if after is not None else 2**62, limit + 1),
+                    (principal, after if after is not None else 2**62, limit + 1),
                 )
             ).fetchall()
             more = len(rows) > limit
@@ -366,11 +374,17 @@ class PostgresStore:
 
         return await self._run(run)
 
-    async def locate_turn(self, turn_id: str) -> TurnRecord | None:
-        """The stored record of the turn with this id in any session, or None (turn ids are unique)."""
+    async def find_turn(self, turn_id: str, *, principal: str) -> TurnRecord | None:
+        """The turn with this id in one of `principal`'s sessions (the first begun, when forks copied it), or None;
+        a running one whose owner is gone is marked `interrupted` first."""
 
         async def run(conn: Conn) -> TurnRecord | None:
-            row = await db.one(conn, "SELECT session_id FROM turns WHERE turn_id = %s LIMIT 1", (turn_id,))
+            row = await db.one(
+                conn,
+                "SELECT t.session_id FROM turns t JOIN sessions s ON s.session_id = t.session_id"
+                " WHERE t.turn_id = %s AND s.principal = %s ORDER BY t.ordinal LIMIT 1",
+                (turn_id, principal),
+            )
             return None if row is None else await self._turn(conn, row[0], turn_id)
 
         return await self._run(run)
@@ -533,15 +547,16 @@ class PostgresStore:
     async def share_task(self, task: SharedTask) -> None:
         async def run(conn: Conn) -> None:
             await conn.execute(
-                "INSERT INTO tasks (task_id, turn_id, session_id, detail, created_at) VALUES (%s, %s, %s, %s, %s)",
-                (task.task_id, task.turn_id, task.session_id, task.detail, task.created_at),
+                "INSERT INTO tasks (task_id, turn_id, session_id, detail, created_at, principal)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (task.task_id, task.turn_id, task.session_id, task.detail, task.created_at, task.principal),
             )
 
         await self._run(run)
 
     async def shared_task(self, task_id: str) -> SharedTask | None:
         async def run(conn: Conn) -> SharedTask | None:
-            sql = "SELECT task_id, turn_id, session_id, detail, created_at FROM tasks WHERE task_id = %s"
+            sql = "SELECT task_id, turn_id, session_id, detail, created_at, principal FROM tasks WHERE task_id = %s"
             row = await db.one(conn, sql, (task_id,))
             return None if row is None else SharedTask(*row)
 
@@ -738,9 +753,9 @@ async def _fork(conn: Conn, source: str, target: str, at_turn: str | None, title
             summary, archived_through = compaction.summary, through
     now = utc_now()
     await conn.execute(
-        "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at, summary)"
-        " VALUES (%s, %s, %s, %s, %s, %s)",
-        (target, db.text(common.fork_title(old.title, title)), json.dumps(old.metadata), now, now, summary),
+        "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at, summary, principal)"
+        " SELECT %s, %s, %s, %s, %s, %s, principal FROM sessions WHERE session_id = %s",
+        (target, db.text(common.fork_title(old.title, title)), json.dumps(old.metadata), now, now, summary, source),
     )
     await conn.execute(
         "INSERT INTO messages (session_id, seq, turn_id, message, archived)"

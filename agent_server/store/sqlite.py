@@ -36,12 +36,14 @@ from agent_server.store._sqlite_db import (
     migrate,
     require_session,
     session_info,
+    session_owner,
     stored_messages,
     touch,
     transaction,
     turn_ordinal,
 )
 from agent_server.types import (
+    LOCAL_PRINCIPAL,
     CompactionRecord,
     Message,
     SessionHistory,
@@ -119,13 +121,16 @@ class SqliteStore:
 
     # --- sessions -----------------------------------------------------------------------
 
-    async def create_session(self, *, title: str, metadata: dict[str, Any]) -> SessionInfo:
+    async def create_session(
+        self, *, title: str, metadata: dict[str, Any], principal: str = LOCAL_PRINCIPAL
+    ) -> SessionInfo:
         session_id, now, meta = new_id("ses"), utc_now(), json.dumps(metadata, ensure_ascii=False)
 
         def run(conn: sqlite3.Connection) -> SessionInfo:
             conn.execute(
-                "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-                (session_id, title, meta, now, now),
+                "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at, principal)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, title, meta, now, now, principal),
             )
             return get_session(conn, session_id)
 
@@ -134,14 +139,20 @@ class SqliteStore:
     async def get_session(self, session_id: str) -> SessionInfo:
         return await self._read(lambda conn: get_session(conn, session_id))
 
-    async def list_sessions(self, *, cursor: str | None, limit: int) -> tuple[list[SessionInfo], str | None]:
+    async def session_owner(self, session_id: str) -> str:
+        return await self._read(lambda conn: session_owner(conn, session_id))
+
+    async def list_sessions(
+        self, *, cursor: str | None, limit: int, principal: str = LOCAL_PRINCIPAL
+    ) -> tuple[list[SessionInfo], str | None]:
         common.check_limit(limit)
         after = common.decode_cursor("sessions", cursor)
 
         def run(conn: sqlite3.Connection) -> tuple[list[SessionInfo], str | None]:
             rows = conn.execute(
-                f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.ordinal < ? ORDER BY s.ordinal DESC LIMIT ?",
-                (after if after is not None else 2**62, limit + 1),
+                f"SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.principal = ? AND s.ordinal < ?"
+                " ORDER BY s.ordinal DESC LIMIT ?",
+                (principal, after if after is not None else 2**62, limit + 1),
             ).fetchall()
             more = len(rows) > limit
             rows = rows[:limit]
@@ -236,6 +247,19 @@ class SqliteStore:
             if row is None:
                 raise TurnNotFound(session_id, turn_id)
             return TurnRecord.model_validate(json.loads(row[0]))
+
+        return await self._read(run)
+
+    async def find_turn(self, turn_id: str, *, principal: str) -> TurnRecord | None:
+        """The turn with this id in one of `principal`'s sessions (the first begun, when forks copied it), or None."""
+
+        def run(conn: sqlite3.Connection) -> TurnRecord | None:
+            row = conn.execute(
+                "SELECT t.record FROM turns t JOIN sessions s ON s.session_id = t.session_id"
+                " WHERE t.turn_id = ? AND s.principal = ? ORDER BY t.ordinal LIMIT 1",
+                (turn_id, principal),
+            ).fetchone()
+            return None if row is None else TurnRecord.model_validate(json.loads(row[0]))
 
         return await self._read(run)
 
@@ -360,7 +384,7 @@ def _history(conn: sqlite3.Connection, session_id: str) -> SessionHistory:
 
 
 def _fork(conn: sqlite3.Connection, source: str, target: str, at_turn: str | None, title: str | None) -> SessionInfo:
-    old = get_session(conn, source)
+    old, owner = get_session(conn, source), session_owner(conn, source)
     where: dict[str, Any] = {"source": source, "last": 2**62 if at_turn is None else _fork_point(conn, source, at_turn)}
     where["cut"] = conn.execute(
         f"SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = :source AND turn_id IN ({_FORKED_TURNS})", where
@@ -384,8 +408,9 @@ def _fork(conn: sqlite3.Connection, source: str, target: str, at_turn: str | Non
             summary, archived_through = compaction.summary, through
     now = utc_now()
     conn.execute(
-        "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at, summary) VALUES (?, ?, ?, ?, ?, ?)",
-        (target, common.fork_title(old.title, title), json.dumps(old.metadata), now, now, summary),
+        "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at, summary, principal)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (target, common.fork_title(old.title, title), json.dumps(old.metadata), now, now, summary, owner),
     )
     conn.execute(
         "INSERT INTO messages (session_id, seq, turn_id, message, archived)"

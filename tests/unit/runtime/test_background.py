@@ -11,6 +11,7 @@ import pytest
 from agent_server.errors import InvalidArgument
 from agent_server.events import AgentEvent, EventIds, EventSink, StatusEvent, TokenEvent, TurnEvent
 from agent_server.runtime.background import DROPPED_PHASE, BackgroundTurns, EventLog, LogLimits, TurnHandle
+from agent_server.runtime.park import Park
 from agent_server.types import TurnRecord, utc_now
 
 pytestmark = pytest.mark.anyio
@@ -108,18 +109,34 @@ def _blocked(gate: anyio.Event) -> Callable[[EventSink], Awaitable[TurnRecord]]:
     return turn
 
 
-async def test_the_registry_bounds_running_turns_and_forgets_old_finished_ones() -> None:
+async def test_the_registry_bounds_each_principals_running_turns_and_forgets_old_finished_ones() -> None:
     gate = anyio.Event()
     with anyio.fail_after(5):
         async with BackgroundTurns(_stored, max_running=2, keep_finished=1) as turns:
-            first = turns.start(_record("turn_a"), _blocked(gate))
-            second = turns.start(_record("turn_b"), _blocked(gate))
-            with pytest.raises(InvalidArgument, match="2 background turns are running"):
-                turns.start(_record("turn_c"), _blocked(gate))
+            first = turns.start(_record("turn_a"), _blocked(gate), principal="alice")
+            second = turns.start(_record("turn_b"), _blocked(gate), principal="alice")
+            with pytest.raises(InvalidArgument, match="2 of your background turns are running"):
+                turns.start(_record("turn_c"), _blocked(gate), principal="alice")
+            other = turns.start(_record("turn_d"), _blocked(gate), principal="bob")  # alice's flood is hers alone
+            assert (first.principal, other.principal) == ("alice", "bob")
             gate.set()
             await first.wait()
             await second.wait()
-            assert [turns.get("turn_a"), turns.get("turn_b")].count(None) == 1  # one finished turn is kept
+            await other.wait()
+            kept = [turns.get(turn_id) for turn_id in ("turn_a", "turn_b", "turn_d")]
+            assert kept.count(None) == 2  # one finished turn is kept
+
+
+async def test_turns_that_may_wait_for_their_client_have_a_smaller_room_of_their_own() -> None:
+    gate = anyio.Event()
+    with anyio.fail_after(5):
+        async with BackgroundTurns(_stored, max_running=3, max_parked=1) as turns:
+            turns.start(_record("turn_a"), _blocked(gate), Park(timeout_s=60), principal="alice")
+            with pytest.raises(InvalidArgument, match="1 of your turns may wait for your answers"):
+                turns.start(_record("turn_b"), _blocked(gate), Park(timeout_s=60), principal="alice")
+            turns.start(_record("turn_c"), _blocked(gate), principal="alice")  # one that never parks still fits
+            turns.start(_record("turn_d"), _blocked(gate), Park(timeout_s=60), principal="bob")
+            gate.set()
 
 
 async def test_leaving_the_registry_cancels_a_running_turn_and_records_it() -> None:

@@ -212,8 +212,8 @@ async def test_wait_ended_wakes_when_another_replica_stores_the_turn(store: Post
                 ended = await store.wait_ended(session.session_id, record.turn_id, 30)
                 group.cancel_scope.cancel()
         assert ended.status == "completed"
-        assert await store.locate_turn(record.turn_id) == ended
-        assert await store.locate_turn("turn_unknown") is None
+        assert await store.find_turn(record.turn_id, principal="local") == ended
+        assert await store.find_turn("turn_unknown", principal="local") is None
     finally:
         await other.close()
 
@@ -255,6 +255,7 @@ async def test_a_lost_owner_connection_is_connected_again_with_its_liveness_lock
 async def test_a_version_1_database_gains_shared_tasks_and_keeps_its_sessions(store: PostgresStore, url: str) -> None:
     session = await store.create_session(title="kept", metadata={})
     await _sql(store, "DROP TABLE tasks, turn_leases")  # the schema as version 1 left it
+    await _sql(store, "ALTER TABLE sessions DROP COLUMN principal")
     await _sql(store, "UPDATE schema_version SET version = 1")
     migrated = await PostgresStore.open(url)
     try:
@@ -266,5 +267,30 @@ async def test_a_version_1_database_gains_shared_tasks_and_keeps_its_sessions(st
         assert await store.shared_task("task_unknown") is None
         await store.delete_session(session.session_id)
         assert await migrated.shared_task("task_1") is None  # goes with its session
+    finally:
+        await migrated.close()
+
+
+async def test_a_version_3_database_gives_its_sessions_and_tasks_to_the_local_principal(
+    store: PostgresStore, url: str
+) -> None:
+    session = await store.create_session(title="kept", metadata={})
+    await _sql(store, "ALTER TABLE sessions DROP COLUMN principal")  # the schema as version 3 left it
+    await _sql(store, "ALTER TABLE tasks DROP COLUMN principal")
+    await _sql(
+        store,
+        "INSERT INTO tasks (task_id, turn_id, session_id, detail, created_at)"
+        f" VALUES ('task_1', 'turn_1', '{session.session_id}', 'summary', 'x')",
+    )
+    await _sql(store, "UPDATE schema_version SET version = 3")
+    migrated = await PostgresStore.open(url)
+    try:
+        assert await _sql(migrated, "SELECT version FROM schema_version") == [(_pg_db.SCHEMA_VERSION,)]
+        assert await migrated.session_owner(session.session_id) == "local"
+        listed, _ = await migrated.list_sessions(cursor=None, limit=5, principal="local")
+        assert [s.session_id for s in listed] == [session.session_id]
+        assert await migrated.list_sessions(cursor=None, limit=5, principal="alice") == ([], None)
+        task = await migrated.shared_task("task_1")
+        assert task is not None and task.principal == "local"
     finally:
         await migrated.close()

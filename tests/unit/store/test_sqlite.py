@@ -20,6 +20,7 @@ from agent_server.store._common import INTERRUPTED_MESSAGE
 from agent_server.store._sqlite_db import SCHEMA_VERSION
 from agent_server.store.sqlite import SqliteStore
 from agent_server.types import Message, TurnRecord, new_id, utc_now
+from tests.unit.store.helpers import completed
 
 pytestmark = pytest.mark.anyio
 
@@ -388,7 +389,7 @@ async def test_a_version_3_store_gains_the_live_message_index_and_a_turns_start_
     assert (history.summary, [m.seq for m in history.messages]) == ("earlier", [96, 97, 98, 99, 100])
     conn = sqlite3.connect(tmp_path / "state.db")
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         plan = conn.execute(
             "EXPLAIN QUERY PLAN SELECT seq FROM messages INDEXED BY messages_live"
             " WHERE session_id = 'ses_1' AND seq > 0 AND archived = 0"
@@ -396,3 +397,40 @@ async def test_a_version_3_store_gains_the_live_message_index_and_a_turns_start_
     finally:
         conn.close()
     assert "messages_live" in str(plan)
+
+
+async def test_a_version_4_store_gives_its_sessions_to_the_local_principal_and_finds_turns_by_id(
+    tmp_path: Path,
+) -> None:
+    """Version 5 adds each session's principal (those of before are `local`'s) and an index of turns by id."""
+    conn = sqlite3.connect(tmp_path / "state.db")
+    for script in _sqlite_db._MIGRATIONS[:4]:  # pyright: ignore[reportPrivateUsage]
+        conn.executescript(script)
+    conn.execute(
+        "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at)"
+        " VALUES ('ses_1', 't', '{}', 'x', 'x')"
+    )
+    record = completed(running("ses_1").model_copy(update={"turn_id": "turn_1"}))
+    conn.execute(
+        "INSERT INTO turns (session_id, turn_id, status, record, owner)"
+        " VALUES ('ses_1', 'turn_1', 'completed', ?, 'o')",
+        (record.model_dump_json(),),
+    )
+    conn.execute("PRAGMA user_version = 4")
+    conn.commit()
+    conn.close()
+    store = await SqliteStore.open(tmp_path)
+    try:
+        assert await store.session_owner("ses_1") == "local"
+        assert [s.session_id for s in (await store.list_sessions(cursor=None, limit=5))[0]] == ["ses_1"]
+        assert await store.list_sessions(cursor=None, limit=5, principal="alice") == ([], None)
+        assert await store.find_turn("turn_1", principal="local") == record
+    finally:
+        await store.close()
+    conn = sqlite3.connect(tmp_path / "state.db")
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        plan = conn.execute("EXPLAIN QUERY PLAN SELECT record FROM turns WHERE turn_id = 'turn_1'").fetchall()
+        assert "turns_by_id" in str(plan)
+    finally:
+        conn.close()

@@ -1,0 +1,165 @@
+"""The Streamable HTTP door (DESIGN 3.10): the SDK's transport behind its OAuth resource-server pieces.
+
+- Host/Origin checks (the SDK's DNS-rebinding protection, `TransportSecuritySettings`): on a loopback bind
+  every loopback spelling of the host is allowed; elsewhere `http.allowed_hosts` / `http.allowed_origins`
+  (and the bind address itself when it is a specific one).
+- With `auth` set, on every bind, loopback included: the SDK's `BearerAuthBackend` over our `TokenVerifier`
+  (`tokens.py`) and its `RequireAuthMiddleware` in front of `/mcp`, so a request without a valid token is
+  answered 401 with `WWW-Authenticate: Bearer ..., resource_metadata="<url>"` before anything else of it
+  is read (no body, no MCP session, no Host check). The protected resource metadata (RFC 9728) is served at
+  `/.well-known/oauth-protected-resource<path of the resource URL>`: with `auth.jwt`, the SDK's document
+  naming the issuer as the authorization server; with static tokens only, one without
+  `authorization_servers` (RFC 9728 lets it be absent: such tokens come from the server's operator, not
+  from an OAuth authorization server, and there is none to name).
+- `check_bind` refuses, before anything starts, a bind the settings cannot protect.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp.server import Server
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware, create_protected_resource_routes
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agent_server.errors import ConfigError
+from agent_server.http_settings import AuthSettings, HttpSettings
+from agent_server.settings import Settings
+
+MCP_PATH = "/mcp"
+RESOURCE_NAME = "agent-server"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_URL = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
+"""URLs as written: an issuer compares exactly (RFC 8414), so `https://id.example` must not gain a `/`."""
+
+
+def _url(text: str) -> AnyHttpUrl:
+    return _URL.validate_python(text)
+
+
+def http_app(server: Server[Any], settings: Settings, *, host: str, port: int) -> Starlette:
+    """The ASGI app serving `server` at `/mcp` on `host:port`, as the settings protect it (module docstring)."""
+    security = transport_security(host, settings.http)
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host, transport_security=security)
+    if settings.auth is None:
+        return app
+    return _authenticated(server, settings.auth, resource_url(settings.auth, host, port))
+
+
+def _authenticated(server: Server[Any], auth: AuthSettings, resource: str) -> Starlette:
+    from agent_server.server.tokens import verifier
+
+    manager = server.session_manager  # made by `streamable_http_app`, with the SDK's defaults and our security
+    metadata_url = build_resource_metadata_url(_url(resource))
+    routes = [
+        Route(MCP_PATH, endpoint=RequireAuthMiddleware(StreamableHTTPASGIApp(manager), [], metadata_url)),
+        *_metadata_routes(auth, resource),
+    ]
+    middleware = [
+        Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier(auth))),
+        Middleware(AuthContextMiddleware),
+    ]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lambda _app: manager.run())
+
+
+def _metadata_routes(auth: AuthSettings, resource: str) -> list[Route]:
+    if auth.jwt is not None:
+        return create_protected_resource_routes(
+            resource_url=_url(resource),
+            authorization_servers=[_url(auth.jwt.issuer)],
+            resource_name=RESOURCE_NAME,
+        )
+    document = {"resource": resource, "bearer_methods_supported": ["header"], "resource_name": RESOURCE_NAME}
+
+    async def metadata(_request: Request) -> Response:
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
+
+    path = urlsplit(str(build_resource_metadata_url(_url(resource)))).path
+    return [Route(path, endpoint=cors_middleware(metadata, ["GET", "OPTIONS"]), methods=["GET", "OPTIONS"])]
+
+
+def resource_url(auth: AuthSettings, host: str, port: int) -> str:
+    """This server's resource URL: `auth.resource_url`, else `auth.jwt.audience`, else the bind's own."""
+    if auth.resource_url is not None:
+        return auth.resource_url
+    if auth.jwt is not None:
+        return auth.jwt.audience
+    return f"http://{host_header_name(host)}:{port}{MCP_PATH}"
+
+
+def check_bind(settings: Settings, host: str) -> None:
+    """Refuse a non-loopback bind without `auth`, and a wildcard one without `http.allowed_hosts`.
+
+    Raises:
+        ConfigError: naming the setting that is missing.
+    """
+    if is_loopback(host):
+        return
+    if settings.auth is None:
+        raise ConfigError(
+            f"refusing to serve Streamable HTTP on {host}, which is not a loopback address, without authentication:"
+            " set auth.tokens (or auth.tokens_file, or auth.jwt) in the config file (see the README's security"
+            " section), or bind a loopback address (--host 127.0.0.1)"
+        )
+    if _is_wildcard(host) and not settings.http.allowed_hosts:
+        raise ConfigError(
+            f"refusing to serve Streamable HTTP on {host or 'every address'} without http.allowed_hosts: list the"
+            ' Host header values clients reach this server by (e.g. ["agents.example.com", "10.0.0.5:*"])'
+        )
+
+
+def transport_security(host: str, http: HttpSettings) -> TransportSecuritySettings:
+    """The SDK's Host/Origin checks for a server bound to `host` (see the module docstring).
+
+    Passed to the SDK explicitly: left to itself it protects only three spellings of loopback
+    (`127.0.0.1`, `localhost`, `::1`), serves any other loopback address unprotected, and checks nothing
+    on other binds.
+    """
+    if is_loopback(host):
+        names = {*LOOPBACK_NAMES, host_header_name(host)}
+        hosts = [f"{name}:*" for name in sorted(names)]
+        origins = [f"http://{name}:*" for name in sorted(names)]
+    else:
+        own = [] if _is_wildcard(host) else [host_header_name(host), f"{host_header_name(host)}:*"]
+        hosts, origins = own, []
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*hosts, *http.allowed_hosts],
+        allowed_origins=[*origins, *http.allowed_origins],
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and every loopback address (all of 127.0.0.0/8, ::1), decided by address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_wildcard(host: str) -> bool:
+    """`0.0.0.0`, `::` (or no host at all): every address of the machine."""
+    try:
+        return not host or ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+def host_header_name(host: str) -> str:
+    """How `host` appears in a Host header: IPv6 addresses in brackets."""
+    bare = host.strip("[]")
+    return f"[{bare}]" if ":" in bare else bare.lower()
