@@ -63,6 +63,10 @@ class OpenAIOptions(BaseModel):
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=8, ge=0)
     retry_after_max_s: float = Field(default=30, ge=0)
+    retry_read_timeout: bool | None = None
+    """Whether a read timeout (no data for `read_timeout_s`) is retried. None: yes, except on a local endpoint
+    (`localhost`, a loopback, private or link-local address), which is likely still busy with the request: a
+    retry would queue behind it."""
     prices: dict[str, Price] = Field(default_factory=dict[str, Price])
     """Model name -> price; `usage.cost_usd` is set when the turn's model has one."""
     max_tokens: int | None = Field(default=None, ge=1)

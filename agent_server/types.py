@@ -130,10 +130,16 @@ class ToolResult(_Model):
 # --- turn records ------------------------------------------------------------------------
 
 TurnStatus = Literal[
-    "running", "awaiting_input", "completed", "failed", "halted", "cancelled", "timed_out", "interrupted"
+    "running", "awaiting_input", "completed", "truncated", "failed", "halted", "cancelled", "timed_out", "interrupted"
 ]
 """`awaiting_input` is never stored: it is a running background turn's live status while it waits for its
-client's answer (`agent_server.runtime.park`); the store says `running` meanwhile."""
+client's answer (`agent_server.runtime.park`); the store says `running` meanwhile. `truncated`: the final
+answer was cut at the model's output token limit (its text is the cut answer)."""
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filter", "pause_turn"]
+"""Why the model stopped writing, in one vocabulary for every provider: Chat Completions' `stop`,
+`tool_calls`, `length`, `content_filter`; Anthropic's `end_turn`, `tool_use`, `max_tokens`, `stop_sequence`,
+`refusal` (as `content_filter`), `pause_turn`; the Responses API's `completed` and `incomplete` reasons.
+`max_tokens`: cut at the output token limit."""
 TraceMode = Literal["standard", "extended"]
 
 
@@ -171,6 +177,8 @@ class AssistantTurn(_Model):
     tool_calls: list[ToolCall] = Field(default_factory=list[ToolCall])
     reasoning: str | None = None
     """The model's reasoning text; kept only with trace mode `extended`."""
+    stop_reason: StopReason | None = None
+    """Why the model stopped (None: the provider did not say, or said something unknown)."""
 
 
 class ToolRound(_Model):

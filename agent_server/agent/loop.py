@@ -4,6 +4,7 @@ Each step runs one phase and returns the `NextStep`; `drive` records the transit
 names (its `phase` and `reason` are what the turn record's `transitions` say) and runs the next:
 
     sampling --(answer without tools)--> finalizing            status completed
+    sampling --(answer cut at max_tokens)--> finalizing        status truncated (`stops.py`)
     sampling --(tools requested)-------> executing_tools --> post_tool_decision --> sampling
                                          (the request is fitted to the window again: `window.py`)
     sampling --(tools requested)-------> executing_tools --(no passes left)--> finalizing  status halted
@@ -27,6 +28,7 @@ from agent_server.agent.arguments import bound_argument_nesting
 from agent_server.agent.compaction import summary_message
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.preflight import maybe_compact
+from agent_server.agent.stops import cut_answer, explain_cut_calls
 from agent_server.agent.tool_calls import result_messages, run_tool_round
 from agent_server.agent.turn_state import Phase, Reason, TurnState
 from agent_server.agent.window import fit_between_rounds, result_budget
@@ -198,7 +200,7 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
         response = await run.deps.llm.complete(request, on_text=on_text, on_retry=on_retry)
     except ModelError as exc:
         return NextStepFinish("model_failed", "failed", error=ErrorInfo(type=exc.type, message=exc.message))
-    response = await _record_response(run, response)
+    response = await _record_response(run, explain_cut_calls(response))
     if response.tool_calls:
         return NextStepRunTools(response)
     return await _answer(run, response)
@@ -209,7 +211,13 @@ async def _record_response(run: _Run, response: ModelResponse) -> ModelResponse:
     response = response.model_copy(update={"tool_calls": bound_argument_nesting(response.tool_calls)})
     reasoning = response.reasoning if run.request.trace == "extended" else None
     phase = "initial" if run.tool_round == 0 else f"followup_{run.tool_round}"
-    turn = AssistantTurn(phase=phase, text=response.text, tool_calls=response.tool_calls, reasoning=reasoning)
+    turn = AssistantTurn(
+        phase=phase,
+        text=response.text,
+        tool_calls=response.tool_calls,
+        reasoning=reasoning,
+        stop_reason=response.stop_reason,
+    )
     run.state.add_assistant_turn(turn, response.usage)
     if response.tool_calls_from_text:
         names = ", ".join(call.name for call in response.tool_calls)
@@ -219,12 +227,25 @@ async def _record_response(run: _Run, response: ModelResponse) -> ModelResponse:
 
 
 async def _answer(run: _Run, response: ModelResponse) -> NextStepFinish:
-    if not response.text.strip():
-        message = "warning: the model's final answer is empty"
-        await run.status("finalizing", message)
-        logger.warning("turn %s: %s", run.state.record.turn_id, message)
+    """The final answer; one cut at the token limit ends the turn `truncated` (its `error` event and the
+    result's text say so)."""
+    warning = _answer_warning(response)
+    if warning is not None:
+        await run.status("finalizing", f"warning: {warning}")
+        logger.warning("turn %s: warning: %s", run.state.record.turn_id, warning)
     run.state.commit([Message(role="assistant", content=response.text)])
+    cut = cut_answer(response)
+    if cut is not None:
+        return NextStepFinish("assistant_cut_at_token_limit", "truncated", final_text=response.text, error=cut)
     return NextStepFinish("assistant_finished_without_tools", "completed", final_text=response.text)
+
+
+def _answer_warning(response: ModelResponse) -> str | None:
+    if response.stop_reason == "content_filter":
+        return "the provider stopped the model's answer (content filter or refusal)"
+    if not response.text.strip() and response.stop_reason != "max_tokens":
+        return "the model's final answer is empty"
+    return None
 
 
 async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | NextStepFinish:

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from agent_server.llm.base import ModelRequest, ModelResponse
 from agent_server.settings import OpenAIOptions, Price
-from agent_server.types import ImagePart, Message, TextPart, ToolCall, ToolSpec, Usage, new_id
+from agent_server.types import ImagePart, Message, StopReason, TextPart, ToolCall, ToolSpec, Usage, new_id
 
 ERROR_TEXT_MAX = 1_200
 """The server's error text is cut to this many characters in messages (its middle goes: see `cut_middle`)."""
@@ -124,6 +124,15 @@ def _tool_images_message(images: list[dict[str, Any]]) -> dict[str, Any]:
 
 # --- response -----------------------------------------------------------------------------
 
+FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
+"""Chat Completions' `finish_reason` in the record's vocabulary; another value (a server's own) maps to None."""
+
 
 @dataclass
 class PartialCall:
@@ -141,6 +150,7 @@ class Completion:
     calls: dict[int, PartialCall] = field(default_factory=dict[int, PartialCall])
     usage: dict[str, Any] = field(default_factory=dict[str, Any])
     model: str | None = None
+    finish_reason: str = ""
 
     def has_output(self) -> bool:
         """Any text, reasoning or tool call arrived."""
@@ -152,7 +162,12 @@ class Completion:
         calls = [_tool_call(self.calls[i]) for i in sorted(self.calls)]
         reasoning = "".join(self.reasoning)
         return ModelResponse(
-            text="".join(self.text), tool_calls=calls, reasoning=reasoning or None, usage=usage, model=model
+            text="".join(self.text),
+            tool_calls=calls,
+            reasoning=reasoning or None,
+            usage=usage,
+            model=model,
+            stop_reason=FINISH_REASONS.get(self.finish_reason),
         )
 
 
@@ -167,7 +182,9 @@ class StreamAssembler:
         done.model = done.model or _str(chunk.get("model")) or None
         if chunk.get("usage"):
             done.usage = obj(chunk["usage"])
-        delta = obj(obj(next(iter(seq(chunk.get("choices"))), None)).get("delta"))
+        choice = obj(next(iter(seq(chunk.get("choices"))), None))
+        done.finish_reason = _str(choice.get("finish_reason")) or done.finish_reason
+        delta = obj(choice.get("delta"))
         for call in seq(delta.get("tool_calls")):
             self._feed_call(obj(call))
         reasoning = _str(delta.get("reasoning_content")) or _str(delta.get("reasoning"))
@@ -193,8 +210,10 @@ class StreamAssembler:
 
 def parse_completion(data: dict[str, Any]) -> Completion:
     """A non-streamed `chat.completion` object."""
-    message = obj(obj(next(iter(seq(data.get("choices"))), None)).get("message"))
+    choice = obj(next(iter(seq(data.get("choices"))), None))
+    message = obj(choice.get("message"))
     done = Completion(model=_str(data.get("model")) or None, usage=obj(data.get("usage")))
+    done.finish_reason = _str(choice.get("finish_reason"))
     parts = seq(message.get("content"))  # a few servers answer with content parts
     text = "".join(_str(obj(part).get("text")) for part in parts) if parts else _str(message.get("content"))
     if text:

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_server.types import Message, ToolCall, ToolSpec, Usage
+from agent_server.types import Message, StopReason, ToolCall, ToolSpec, Usage
 
 TextCallback = Callable[[str], Awaitable[None]]
 RetryCallback = Callable[[int, str], Awaitable[None]]
@@ -41,6 +41,8 @@ class ModelResponse(BaseModel):
     model: str | None = None
     tool_calls_from_text: bool = False
     """The tool calls were recovered from JSON the model wrote as its answer's text (`text` is then empty)."""
+    stop_reason: StopReason | None = None
+    """Why the model stopped, mapped from the provider's own word (None when it gave none, or an unknown one)."""
 
 
 class LLMClient(Protocol):

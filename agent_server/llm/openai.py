@@ -37,6 +37,7 @@ import anyio
 import httpx
 
 from agent_server.errors import ConfigError, ModelError
+from agent_server.llm._endpoint import is_local_host
 from agent_server.llm._openai_wire import (
     CHUNK_TEXT_MAX,
     Completion,
@@ -76,12 +77,22 @@ _PROBLEMS = {
 class _AttemptFailed(Exception):
     """One attempt failed; `complete` decides whether to retry. Messages are already redacted."""
 
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None, retry_after: float | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+        timed_out: bool = False,
+    ):
         super().__init__(message)
         self.message = message
         self.retryable = retryable
         self.status = status
         self.retry_after = retry_after
+        self.timed_out = timed_out
+        """A read timeout: the server may still be working on the request (never a reason to stop streaming)."""
 
 
 @dataclass
@@ -138,6 +149,8 @@ class OpenAIChatLLM:
         self._client = httpx.AsyncClient(timeout=self._timeout) if http_client is None else http_client
         self._owns_client = http_client is None
         self._on_retry = on_retry
+        retry_timeouts = options.retry_read_timeout
+        self._retry_read_timeout = not is_local_host(self._url.host) if retry_timeouts is None else retry_timeouts
         self._tools_unstreamed = False
         """Set once a request with tools needed the fallback: later ones are sent without streaming."""
 
@@ -173,7 +186,7 @@ class OpenAIChatLLM:
                     self._remember_unstreamed_tools()
                 return self._response(completion, model, request)
             except _AttemptFailed as failure:
-                if seen.streaming and not seen.output and body["stream"]:
+                if seen.streaming and not seen.output and body["stream"] and not failure.timed_out:
                     body, fell_back = with_stream(body, False), True
                     await self._fall_back(attempt, failure, notify)
                 elif not failure.retryable or attempt >= self.options.max_attempts:
@@ -286,12 +299,23 @@ class OpenAIChatLLM:
         if isinstance(exc, httpx.ConnectTimeout):
             return self._failed(f"connecting to {url} timed out after {self.options.connect_timeout_s} s", True)
         if isinstance(exc, httpx.ReadTimeout):
-            return self._failed(f"read timeout: no data from {url} for {self.options.read_timeout_s} s", True)
+            return self._read_timeout()
         if isinstance(exc, httpx.ConnectError):
             return self._failed(f"cannot connect to {url}: {detail}", True)
         if isinstance(exc, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError):
             return self._failed(f"connection to {url} failed ({type(exc).__name__}): {detail}", True)
         return self._failed(f"request to {url} failed ({type(exc).__name__}): {detail}", False)
+
+    def _read_timeout(self) -> _AttemptFailed:
+        message = f"read timeout: no data from {self._shown_url} for {self.options.read_timeout_s} s"
+        if not self._retry_read_timeout:
+            message += (
+                "; not retried: a local server is likely still busy with this request and would queue a retry "
+                "behind it (raise openai.read_timeout_s for a slow model, or set openai.retry_read_timeout: true)"
+            )
+        failure = self._failed(message, self._retry_read_timeout)
+        failure.timed_out = True
+        return failure
 
     def _failed(
         self, message: str, retryable: bool, *, status: int | None = None, retry_after: float | None = None

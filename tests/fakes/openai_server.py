@@ -287,12 +287,15 @@ def call_delta(index: int, *, id: str | None = None, name: str | None = None, ar
     return delta
 
 
-def text_stream(*pieces: str, prompt: int = 10, completion: int = 5) -> list[dict[str, Any]]:
-    """SSE events of a plain text answer streamed in `pieces`, with a usage chunk."""
+def text_stream(
+    *pieces: str, prompt: int = 10, completion: int = 5, finish_reason: str = "stop"
+) -> list[dict[str, Any]]:
+    """SSE events of a plain text answer streamed in `pieces`, with a usage chunk (`finish_reason="length"`:
+    an answer cut at the token limit)."""
     return [
         chunk(content=""),
         *(chunk(content=p) for p in pieces),
-        chunk(finish_reason="stop"),
+        chunk(finish_reason=finish_reason),
         usage_chunk(prompt, completion),
     ]
 
@@ -306,8 +309,11 @@ def completion(
     completion_tokens: int = 5,
     model: str = MODEL,
     usage: bool = True,
+    finish_reason: str | None = None,
 ) -> dict[str, Any]:
-    """A non-streamed `chat.completion`; `tool_calls` as `(id, name, arguments_json)`; `usage=False` omits usage."""
+    """A non-streamed `chat.completion`; `tool_calls` as `(id, name, arguments_json)`; `usage=False` omits usage.
+
+    `finish_reason` defaults to `tool_calls` with tool calls, else `stop` (`length`: cut at the token limit)."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = [
@@ -317,6 +323,7 @@ def completion(
         message["reasoning_content"] = reasoning
     total = prompt + completion_tokens
     usage_fields = {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": total}
-    choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}
+    finish = finish_reason or ("tool_calls" if tool_calls else "stop")
+    choice = {"index": 0, "message": message, "finish_reason": finish}
     reply = {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [choice]}
     return {**reply, "usage": usage_fields} if usage else reply
