@@ -188,7 +188,9 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
             run.deps, run.state, run.messages, turn_start=run.turn_start, tool_tokens=run.tool_tokens, emit=run.emit
         )
     await run.status("sampling", f"sampling (round {run.tool_round + 1})")
-    request = ModelRequest(messages=run.messages, tools=run.tools, model=run.request.model)
+    request = ModelRequest(
+        messages=run.messages, tools=run.tools, model=run.request.model, session_id=run.state.record.session_id
+    )
 
     async def on_text(delta: str) -> None:
         await run.emit(TokenEvent(delta=delta, **run.ids))
@@ -217,6 +219,7 @@ async def _record_response(run: _Run, response: ModelResponse) -> ModelResponse:
         tool_calls=response.tool_calls,
         reasoning=reasoning,
         stop_reason=response.stop_reason,
+        usage=response.usage,
     )
     run.state.add_assistant_turn(turn, response.usage)
     if response.tool_calls_from_text:
@@ -233,7 +236,7 @@ async def _answer(run: _Run, response: ModelResponse) -> NextStepFinish:
     if warning is not None:
         await run.status("finalizing", f"warning: {warning}")
         logger.warning("turn %s: warning: %s", run.state.record.turn_id, warning)
-    run.state.commit([Message(role="assistant", content=response.text)])
+    run.state.commit([Message(role="assistant", content=response.text, native=response.native)])
     cut = cut_answer(response)
     if cut is not None:
         return NextStepFinish("assistant_cut_at_token_limit", "truncated", final_text=response.text, error=cut)
@@ -259,7 +262,7 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
     run.tool_round += 1
     tool_round = run.tool_round
     await run.status("executing_tools", f"running {len(response.tool_calls)} tool call(s) (round {tool_round})")
-    assistant = Message(role="assistant", content=response.text, tool_calls=response.tool_calls)
+    assistant = Message(role="assistant", content=response.text, tool_calls=response.tool_calls, native=response.native)
     results = await run_tool_round(
         run.deps.tools,
         response.tool_calls,

@@ -15,6 +15,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, cast
 
 from agent_server.llm.base import ModelRequest, ModelResponse
+from agent_server.llm.prices import price_for, priced
 from agent_server.settings import OpenAIOptions, Price
 from agent_server.types import ImagePart, Message, StopReason, TextPart, ToolCall, ToolSpec, Usage, new_id
 
@@ -156,9 +157,12 @@ class Completion:
         """Any text, reasoning or tool call arrived."""
         return bool(self.text or self.reasoning or self.calls)
 
-    def to_response(self, requested_model: str, prices: dict[str, Price]) -> ModelResponse:
+    def full_text(self) -> str:
+        return "".join(self.text)
+
+    def to_response(self, requested_model: str, prices: Mapping[str, Price]) -> ModelResponse:
         model = self.model or requested_model
-        usage = _usage(self.usage, prices.get(model) or prices.get(requested_model))
+        usage = _usage(self.usage, price_for(model, prices) or price_for(requested_model, prices))
         calls = [_tool_call(self.calls[i]) for i in sorted(self.calls)]
         reasoning = "".join(self.reasoning)
         return ModelResponse(
@@ -247,15 +251,22 @@ def _tool_call(partial: PartialCall) -> ToolCall:
 
 
 def _usage(raw: dict[str, Any], price: Price | None) -> Usage:
-    """The reported usage; a count the server did not report stays None (unknown), never 0."""
+    """The reported usage, priced; a count the server did not report stays None (unknown), never 0.
+    `prompt_tokens_details.cached_tokens` is the part of the prompt read from the cache (OpenAI writes
+    its cache for free), `completion_tokens_details.reasoning_tokens` the part of the completion spent
+    reasoning."""
     prompt, completion = _int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens"))
     total = _int(raw.get("total_tokens"))
     if total is None and prompt is not None and completion is not None:
         total = prompt + completion
-    cost = None
-    if price is not None and prompt is not None and completion is not None:
-        cost = prompt * price.input_per_mtok / 1e6 + completion * price.output_per_mtok / 1e6
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total, cost_usd=cost)
+    usage = Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=total,
+        cache_read_tokens=_int(obj(raw.get("prompt_tokens_details")).get("cached_tokens")),
+        reasoning_tokens=_int(obj(raw.get("completion_tokens_details")).get("reasoning_tokens")),
+    )
+    return priced(usage, price)
 
 
 def _arguments_text(value: object) -> str:

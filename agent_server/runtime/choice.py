@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING
 
 from agent_server.errors import ConfigError
 from agent_server.redaction import redact_url
-from agent_server.settings import OpenAIModel, SamplingModel, ScriptModel, Settings
+from agent_server.settings import (
+    AnthropicModel,
+    OpenAIModel,
+    OpenAIOptions,
+    OpenAIResponsesModel,
+    SamplingModel,
+    ScriptModel,
+    Settings,
+)
 
 if TYPE_CHECKING:
     from agent_server.llm.base import LLMClient
@@ -19,7 +27,8 @@ POSTGRES_EXTRA = "pip install 'agent-server[postgres]'"
 def fixed_llm(settings: Settings, environ: Mapping[str, str]) -> LLMClient | None:
     """The model the settings (or the environment) name, or None: each call then uses the caller's own.
 
-    A script or an OpenAI-compatible model is built here; `sampling` (or no setting and no
+    A script, an OpenAI (Chat Completions or Responses) or an Anthropic model is built here (the provider's
+    module imported only then, never at start); `sampling` (or no setting and no
     `OPENAI_API_KEY`/`OPENAI_BASE_URL`) means the caller's model. With `OPENAI_API_KEY` or
     `OPENAI_BASE_URL` set and no `llm`, `openai` is the default and `AGENT_SERVER_MODEL` names the model.
 
@@ -43,17 +52,54 @@ def fixed_llm(settings: Settings, environ: Mapping[str, str]) -> LLMClient | Non
             return ScriptedLLM.from_file(path)
         case OpenAIModel(model=model):
             return _openai(settings, model or settings.openai.model, environ)
+        case OpenAIResponsesModel(model=model):
+            return _openai_responses(settings, model or settings.openai.model, environ)
+        case AnthropicModel(model=model):
+            return _anthropic(settings, model or settings.anthropic.model, environ)
+
+
+def _openai_options(settings: Settings, environ: Mapping[str, str]) -> OpenAIOptions:
+    options = settings.openai
+    if environ.get("OPENAI_BASE_URL"):
+        options = options.model_copy(update={"base_url": environ["OPENAI_BASE_URL"]})
+    return options
 
 
 def _openai(settings: Settings, model: str | None, environ: Mapping[str, str]) -> LLMClient:
     if not model:
         raise ConfigError("--llm openai needs a model: openai:MODEL, or openai.model in the config file")
     from agent_server.llm.openai import OpenAIChatLLM
+    from agent_server.llm.prices import price_table
 
-    options = settings.openai
-    if environ.get("OPENAI_BASE_URL"):
-        options = options.model_copy(update={"base_url": environ["OPENAI_BASE_URL"]})
-    return OpenAIChatLLM(options, api_key=environ.get("OPENAI_API_KEY") or None, model=model)
+    options = _openai_options(settings, environ)
+    prices = price_table(options.prices, settings.prices)
+    return OpenAIChatLLM(options, api_key=environ.get("OPENAI_API_KEY") or None, model=model, prices=prices)
+
+
+def _openai_responses(settings: Settings, model: str | None, environ: Mapping[str, str]) -> LLMClient:
+    if not model:
+        raise ConfigError(
+            "--llm openai-responses needs a model: openai-responses:MODEL, or openai.model in the config file"
+        )
+    from agent_server.llm.openai_responses import OpenAIResponsesLLM
+    from agent_server.llm.prices import price_table
+
+    options = _openai_options(settings, environ)
+    prices = price_table(options.prices, settings.prices)
+    return OpenAIResponsesLLM(options, api_key=environ.get("OPENAI_API_KEY") or None, model=model, prices=prices)
+
+
+def _anthropic(settings: Settings, model: str | None, environ: Mapping[str, str]) -> LLMClient:
+    if not model:
+        raise ConfigError("--llm anthropic needs a model: anthropic:MODEL, or anthropic.model in the config file")
+    from agent_server.llm.anthropic import AnthropicLLM
+    from agent_server.llm.prices import price_table
+
+    options = settings.anthropic
+    if environ.get("ANTHROPIC_BASE_URL"):
+        options = options.model_copy(update={"base_url": environ["ANTHROPIC_BASE_URL"]})
+    key = environ.get("ANTHROPIC_API_KEY") or None
+    return AnthropicLLM(options, api_key=key, model=model, prices=price_table(settings.prices))
 
 
 def store_opener(settings: Settings) -> Callable[[], Awaitable[SessionStore]]:

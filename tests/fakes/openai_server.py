@@ -91,8 +91,10 @@ class FakeOpenAIServer:
     `disconnects` the stalled replies the client hung up on.
     """
 
-    def __init__(self, quirks: Quirks | None = None) -> None:
+    def __init__(self, quirks: Quirks | None = None, *, responder: Callable[[Received], Reply] | None = None) -> None:
         self.quirks = quirks or Quirks()
+        self.responder = responder
+        """Answers a request for which no queued reply matches (a fake model that computes its replies)."""
         self.replies: deque[Reply] = deque()
         self.requests: list[Received] = []
         self.disconnects = 0
@@ -104,6 +106,11 @@ class FakeOpenAIServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The server without `/v1` (Anthropic's SDK convention: the client appends `/v1/messages`)."""
+        return f"http://127.0.0.1:{self.port}"
 
     def add(self, *replies: Reply) -> None:
         self.replies.extend(replies)
@@ -155,7 +162,7 @@ class FakeOpenAIServer:
             if reply.match is None or reply.match(request.json):
                 self.replies.remove(reply)
                 return reply
-        return _exhausted()
+        return self.responder(request) if self.responder is not None else _exhausted()
 
     async def _read_request(self, conn: h11.Connection, stream: SocketStream) -> bool:
         request: h11.Request | None = None
