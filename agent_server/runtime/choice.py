@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from agent_server.errors import ConfigError
 from agent_server.redaction import redact_url
@@ -18,7 +19,7 @@ from agent_server.settings import (
 )
 
 if TYPE_CHECKING:
-    from agent_server.llm.base import LLMClient
+    from agent_server.llm.base import LLMClient, ModelRequest, ModelResponse, RetryCallback, TextCallback
     from agent_server.store.base import SessionStore
 
 POSTGRES_EXTRA = "pip install 'agent-server[postgres]'"
@@ -58,6 +59,46 @@ def fixed_llm(settings: Settings, environ: Mapping[str, str]) -> LLMClient | Non
             return _anthropic(settings, model or settings.anthropic.model, environ)
 
 
+class LazyLLM:
+    """A provider named by the settings, built (its module and httpx imported) by its first call, never at
+    start: a server with a model configured starts, and lists its tools, as fast as one without.
+
+    What can be checked without importing it (the model name, the base URL's shape) was checked when this was
+    made, so a configuration error still stops the server at start.
+    """
+
+    def __init__(self, name: str, build: Callable[[], LLMClient]) -> None:
+        self.name = name
+        self._build = build
+        self._llm: LLMClient | None = None
+
+    @property
+    def built(self) -> LLMClient:
+        if self._llm is None:
+            self._llm = self._build()
+        return self._llm
+
+    async def complete(
+        self, request: ModelRequest, *, on_text: TextCallback | None = None, on_retry: RetryCallback | None = None
+    ) -> ModelResponse:
+        return await self.built.complete(request, on_text=on_text, on_retry=on_retry)
+
+
+def _check_base_url(base_url: str, example: str) -> None:
+    """The shape of a base URL, checked at start (the provider checks it again with httpx when built).
+
+    Raises:
+        ConfigError: not an http(s) URL with a host.
+    """
+    try:
+        parts = urlsplit(base_url)
+        host = parts.hostname
+    except ValueError as exc:
+        raise ConfigError(f"invalid base URL: {exc}") from None
+    if parts.scheme not in {"http", "https"} or not host:
+        raise ConfigError(f"the base URL must be an http:// or https:// URL with a host, such as {example}")
+
+
 def _openai_options(settings: Settings, environ: Mapping[str, str]) -> OpenAIOptions:
     options = settings.openai
     if environ.get("OPENAI_BASE_URL"):
@@ -68,12 +109,18 @@ def _openai_options(settings: Settings, environ: Mapping[str, str]) -> OpenAIOpt
 def _openai(settings: Settings, model: str | None, environ: Mapping[str, str]) -> LLMClient:
     if not model:
         raise ConfigError("--llm openai needs a model: openai:MODEL, or openai.model in the config file")
-    from agent_server.llm.openai import OpenAIChatLLM
-    from agent_server.llm.prices import price_table
-
     options = _openai_options(settings, environ)
-    prices = price_table(options.prices, settings.prices)
-    return OpenAIChatLLM(options, api_key=environ.get("OPENAI_API_KEY") or None, model=model, prices=prices)
+    _check_base_url(options.base_url, "http://127.0.0.1:8080/v1")
+    key = environ.get("OPENAI_API_KEY") or None
+
+    def build() -> LLMClient:
+        from agent_server.llm.openai import OpenAIChatLLM
+        from agent_server.llm.prices import price_table
+
+        prices = price_table(options.prices, settings.prices)
+        return OpenAIChatLLM(options, api_key=key, model=model, prices=prices)
+
+    return LazyLLM("openai", build)
 
 
 def _openai_responses(settings: Settings, model: str | None, environ: Mapping[str, str]) -> LLMClient:
@@ -81,25 +128,36 @@ def _openai_responses(settings: Settings, model: str | None, environ: Mapping[st
         raise ConfigError(
             "--llm openai-responses needs a model: openai-responses:MODEL, or openai.model in the config file"
         )
-    from agent_server.llm.openai_responses import OpenAIResponsesLLM
-    from agent_server.llm.prices import price_table
-
     options = _openai_options(settings, environ)
-    prices = price_table(options.prices, settings.prices)
-    return OpenAIResponsesLLM(options, api_key=environ.get("OPENAI_API_KEY") or None, model=model, prices=prices)
+    _check_base_url(options.base_url, "https://api.openai.com/v1")
+    key = environ.get("OPENAI_API_KEY") or None
+
+    def build() -> LLMClient:
+        from agent_server.llm.openai_responses import OpenAIResponsesLLM
+        from agent_server.llm.prices import price_table
+
+        prices = price_table(options.prices, settings.prices)
+        return OpenAIResponsesLLM(options, api_key=key, model=model, prices=prices)
+
+    return LazyLLM("openai-responses", build)
 
 
 def _anthropic(settings: Settings, model: str | None, environ: Mapping[str, str]) -> LLMClient:
     if not model:
         raise ConfigError("--llm anthropic needs a model: anthropic:MODEL, or anthropic.model in the config file")
-    from agent_server.llm.anthropic import AnthropicLLM
-    from agent_server.llm.prices import price_table
-
     options = settings.anthropic
     if environ.get("ANTHROPIC_BASE_URL"):
         options = options.model_copy(update={"base_url": environ["ANTHROPIC_BASE_URL"]})
+    _check_base_url(options.base_url, "https://api.anthropic.com")
     key = environ.get("ANTHROPIC_API_KEY") or None
-    return AnthropicLLM(options, api_key=key, model=model, prices=price_table(settings.prices))
+
+    def build() -> LLMClient:
+        from agent_server.llm.anthropic import AnthropicLLM
+        from agent_server.llm.prices import price_table
+
+        return AnthropicLLM(options, api_key=key, model=model, prices=price_table(settings.prices))
+
+    return LazyLLM("anthropic", build)
 
 
 def store_opener(settings: Settings) -> Callable[[], Awaitable[SessionStore]]:
