@@ -23,8 +23,8 @@ import pytest
 from anyio.streams.text import TextReceiveStream
 
 from agent_server.errors import ModelError
-from agent_server.llm.base import ModelRequest
 from agent_server.llm.anthropic import AnthropicLLM
+from agent_server.llm.base import ModelRequest
 from agent_server.llm.openai import OpenAIChatLLM
 from agent_server.llm.openai_responses import OpenAIResponsesLLM
 from agent_server.settings import AnthropicOptions, OpenAIOptions
