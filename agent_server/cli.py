@@ -40,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         "SQLite in the state dir (or $AGENT_SERVER_STORE)",
     )
     parser.add_argument("--config", type=Path, help="config file (JSON or TOML)")
-    parser.add_argument("--llm", help="model provider: openai:MODEL, sampling or script:PATH")
+    parser.add_argument(
+        "--llm", help="model provider: openai:MODEL, openai-responses:MODEL, anthropic:MODEL, sampling or script:PATH"
+    )
     parser.add_argument("--mcp-config", type=Path, help="MCP servers to mount (Claude Desktop/Cursor/VS Code JSON)")
     parser.add_argument(
         "--allow-write", action="store_true", default=None, help="offer the write_file and edit_file tools"

@@ -37,12 +37,18 @@ STORE_ENV = "AGENT_SERVER_STORE"
 
 
 class Price(BaseModel):
-    """USD per million tokens for one model."""
+    """USD per million tokens for one model: input, output, and the prompt cache's reads and writes.
+
+    A cache price left out is unknown: a call that read from (or wrote to) the cache then has no cost
+    (`null`), never one that prices those tokens at 0 or as plain input.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
+    cache_read_per_mtok: float | None = Field(default=None, ge=0)
+    cache_write_per_mtok: float | None = Field(default=None, ge=0)
 
 
 class OpenAIOptions(BaseModel):
@@ -64,6 +70,10 @@ class OpenAIOptions(BaseModel):
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=8, ge=0)
     retry_after_max_s: float = Field(default=30, ge=0)
+    retry_read_timeout: bool | None = None
+    """Whether a read timeout (no data for `read_timeout_s`) is retried. None: yes, except on a local endpoint
+    (`localhost`, a loopback, private or link-local address), which is likely still busy with the request: a
+    retry would queue behind it."""
     prices: dict[str, Price] = Field(default_factory=dict[str, Price])
     """Model name -> price; `usage.cost_usd` is set when the turn's model has one."""
     max_tokens: int | None = Field(default=None, ge=1)
@@ -92,6 +102,47 @@ DEFAULT_PROTECTED_PATHS = (
 )
 """`tools.protected_paths` by default: git's own files (a hook runs code), this server's state, and the places
 where editors and agents (this one included) read their configuration and their MCP servers."""
+
+
+class AnthropicOptions(BaseModel):
+    """The Anthropic Messages API provider (`--llm anthropic:MODEL`).
+
+    The API key comes from `ANTHROPIC_API_KEY` only, never a setting; `ANTHROPIC_BASE_URL` wins over
+    `base_url`. As in Anthropic's own SDK the base has no `/v1`: requests go to `{base_url}/v1/messages`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base_url: str = "https://api.anthropic.com"
+    model: str | None = None
+    version: str = "2023-06-01"
+    """Sent as the `anthropic-version` header."""
+    stream: bool = True
+    connect_timeout_s: float = Field(default=10, gt=0)
+    read_timeout_s: float = Field(default=120, gt=0)
+    max_attempts: int = Field(default=4, ge=1, le=10)
+    backoff_base_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=8, ge=0)
+    retry_after_max_s: float = Field(default=30, ge=0)
+    retry_read_timeout: bool | None = None
+    """As `openai.retry_read_timeout`."""
+    max_tokens: int = Field(default=8192, ge=1)
+    """Sent as `max_tokens` (the API requires it): the longest answer, thinking included."""
+    temperature: float | None = Field(default=None, ge=0, le=1)
+    """Sent when set (not with thinking, which requires the default)."""
+    thinking_budget_tokens: int | None = Field(default=None, ge=1024)
+    """Extended thinking with this budget (at least 1024, below `max_tokens`); None: no thinking."""
+    cache: bool = True
+    """Prompt caching: `cache_control` breakpoints on the tools, the system prompt and the conversation."""
+    extra_body: dict[str, Any] = Field(default_factory=dict[str, Any])
+    """Merged into every request body last (e.g. `{"top_k": 40}`)."""
+
+    @model_validator(mode="after")
+    def _budget_below_max_tokens(self) -> AnthropicOptions:
+        budget = self.thinking_budget_tokens
+        if budget is not None and budget >= self.max_tokens:
+            raise ValueError(f"thinking_budget_tokens ({budget}) must be below max_tokens ({self.max_tokens})")
+        return self
 
 
 class ToolsOptions(BaseModel):
@@ -152,25 +203,43 @@ class OpenAIModel(_Choice):
     """None: `openai.model` names it."""
 
 
+class AnthropicModel(_Choice):
+    """`anthropic:MODEL` (or `anthropic`, with `anthropic.model`): the Anthropic Messages API."""
+
+    kind: Literal["anthropic"] = "anthropic"
+    model: str | None = None
+
+
+class OpenAIResponsesModel(_Choice):
+    """`openai-responses:MODEL`: the OpenAI Responses API, with the `openai` settings and variables."""
+
+    kind: Literal["openai-responses"] = "openai-responses"
+    model: str | None = None
+    """None: `openai.model` names it."""
+
+
 class SamplingModel(_Choice):
     """`sampling`: the connected client's own model (MCP sampling), where the connection allows."""
 
     kind: Literal["sampling"] = "sampling"
 
 
-ModelChoice = Annotated[ScriptModel | OpenAIModel | SamplingModel, Field(discriminator="kind")]
-MODEL_SPECS = "script:PATH, openai:MODEL or sampling"
+ModelChoice = Annotated[
+    ScriptModel | OpenAIModel | OpenAIResponsesModel | AnthropicModel | SamplingModel, Field(discriminator="kind")
+]
+MODEL_SPECS = "script:PATH, openai:MODEL, openai-responses:MODEL, anthropic:MODEL or sampling"
 
 
 def parse_model_spec(spec: object) -> object:
-    """`script:PATH`, `openai[:MODEL]` and `sampling` as a choice object; anything else is left to validation."""
+    """`script:PATH`, `openai[:MODEL]`, `openai-responses[:MODEL]`, `anthropic[:MODEL]` and `sampling` as a
+    choice object; anything else is left to validation."""
     if not isinstance(spec, str):
         return spec
     kind, _, arg = spec.partition(":")
     if kind == "script" and arg:
         return {"kind": "script", "path": arg}
-    if kind == "openai":
-        return {"kind": "openai", "model": arg or None}
+    if kind in ("openai", "openai-responses", "anthropic"):
+        return {"kind": kind, "model": arg or None}
     if spec == "sampling":
         return {"kind": "sampling"}
     raise ValueError(f"unknown model {spec!r}: expected {MODEL_SPECS}")
@@ -233,8 +302,8 @@ class Settings(BaseModel):
     replica that names it (needs `pip install 'agent-server[postgres]'`); None or `sqlite`: SQLite in
     `state_dir`. `load_settings` takes `AGENT_SERVER_STORE` over the config file's value, and `--store` over both."""
     llm: ModelChoice | None = None
-    """The model: `script:PATH`, `openai:MODEL` or `sampling` (or the object form, e.g.
-    `{"kind": "openai", "model": "gpt-4.1-mini"}`); None: see `agent_server.runtime.fixed_llm`."""
+    """The model: `script:PATH`, `openai:MODEL`, `openai-responses:MODEL`, `anthropic:MODEL` or `sampling` (or
+    the object form, e.g. `{"kind": "openai", "model": "gpt-4.1-mini"}`); None: see `agent_server.runtime.fixed_llm`."""
     log_level: LogLevel = "INFO"
     system_prompt: str | None = None
     """Extra system prompt text, appended after the built-in default and the workspace prompt files."""
@@ -268,6 +337,9 @@ class Settings(BaseModel):
     """Time limit of one `search_text` (its regex matching included); past it the model gets an error result."""
     tools: ToolsOptions = Field(default_factory=ToolsOptions)
     openai: OpenAIOptions = Field(default_factory=OpenAIOptions)
+    anthropic: AnthropicOptions = Field(default_factory=AnthropicOptions)
+    prices: dict[str, Price] = Field(default_factory=dict[str, Price])
+    """Model name -> price, over the built-in table (`agent_server/llm/prices.py`) and `openai.prices`."""
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     mcp_servers: dict[str, MountConfig] = Field(default_factory=dict[str, MountConfig], alias="mcpServers")
     """External MCP servers to mount, by name: the `mcpServers` entries as Claude Desktop, Cursor or VS Code

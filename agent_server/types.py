@@ -80,12 +80,26 @@ class ToolCall(_Model):
     """Set when the model sent arguments that are not a JSON object; the tool is then not run."""
 
 
+class NativeContent(_Model):
+    """A model's answer as its own API wrote it, kept so that the same API reads it back unchanged in later
+    requests: Anthropic's content blocks with their thinking blocks (and `signature`s, or `redacted_thinking`),
+    the Responses API's output items with their encrypted reasoning items. Other providers ignore it."""
+
+    api: str
+    """The API that wrote it: `anthropic` or `openai-responses`."""
+    content: list[dict[str, Any]]
+
+
 class Message(_Model):
     role: Role
     content: str | list[ContentPart] = ""
     tool_calls: list[ToolCall] = Field(default_factory=list[ToolCall])
     tool_call_id: str | None = None
     name: str | None = None
+    is_error: bool = False
+    """A tool result that is an error (Anthropic's `tool_result.is_error`)."""
+    native: NativeContent | None = None
+    """An assistant answer as its API wrote it (thinking, reasoning items), when it carried such parts."""
 
     def text(self) -> str:
         """The message's text, with image parts left out."""
@@ -145,29 +159,52 @@ class ToolResult(_Model):
 # --- turn records ------------------------------------------------------------------------
 
 TurnStatus = Literal[
-    "running", "awaiting_input", "completed", "failed", "halted", "cancelled", "timed_out", "interrupted"
+    "running", "awaiting_input", "completed", "truncated", "failed", "halted", "cancelled", "timed_out", "interrupted"
 ]
 """`awaiting_input` is never stored: it is a running background turn's live status while it waits for its
-client's answer (`agent_server.runtime.park`); the store says `running` meanwhile."""
+client's answer (`agent_server.runtime.park`); the store says `running` meanwhile. `truncated`: the final
+answer was cut at the model's output token limit (its text is the cut answer)."""
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "content_filter", "pause_turn"]
+"""Why the model stopped writing, in one vocabulary for every provider: Chat Completions' `stop`,
+`tool_calls`, `length`, `content_filter`; Anthropic's `end_turn`, `tool_use`, `max_tokens`, `stop_sequence`,
+`refusal` (as `content_filter`), `pause_turn`; the Responses API's `completed` and `incomplete` reasons.
+`max_tokens`: cut at the output token limit."""
 TraceMode = Literal["standard", "extended"]
 
 
 class Usage(_Model):
-    """Token counts; None where the provider did not report a count (unknown, not zero)."""
+    """Token counts; None where the provider did not report a count (unknown, not zero).
+
+    `prompt_tokens` is every input token of the call, cache reads and writes included (Anthropic reports
+    them apart; they are added here so that the figure means the same for every provider);
+    `cache_read_tokens` and `cache_write_tokens` are the parts of it read from and written to the provider's
+    prompt cache, `reasoning_tokens` the part of `completion_tokens` spent reasoning. `cost_usd` prices each
+    kind at its own rate, and is None when a price it needs is unknown.
+    """
 
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
     cost_usd: float | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
     def __add__(self, other: Usage) -> Usage:
-        """Known counts add up; a count stays None only when neither side knows it."""
+        """Known counts add up; a count stays None only when neither side knows it. A cost stays unknown once
+        a side that used tokens has no cost: a sum that left it out would look like the whole."""
         return Usage(
             prompt_tokens=_add(self.prompt_tokens, other.prompt_tokens),
             completion_tokens=_add(self.completion_tokens, other.completion_tokens),
             total_tokens=_add(self.total_tokens, other.total_tokens),
-            cost_usd=_add(self.cost_usd, other.cost_usd),
+            cost_usd=None if self._unpriced() or other._unpriced() else _add(self.cost_usd, other.cost_usd),
+            cache_read_tokens=_add(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens=_add(self.cache_write_tokens, other.cache_write_tokens),
+            reasoning_tokens=_add(self.reasoning_tokens, other.reasoning_tokens),
         )
+
+    def _unpriced(self) -> bool:
+        return self.cost_usd is None and bool(self.prompt_tokens or self.completion_tokens)
 
 
 _N = TypeVar("_N", int, float)
@@ -186,6 +223,10 @@ class AssistantTurn(_Model):
     tool_calls: list[ToolCall] = Field(default_factory=list[ToolCall])
     reasoning: str | None = None
     """The model's reasoning text; kept only with trace mode `extended`."""
+    stop_reason: StopReason | None = None
+    """Why the model stopped (None: the provider did not say, or said something unknown)."""
+    usage: Usage | None = None
+    """What this model call cost (the record's `usage` is the turn's sum)."""
 
 
 class ToolRound(_Model):

@@ -6,6 +6,10 @@ over several rounds. The bare call does what any client must: POST the body and 
 response. The provider also builds the request from messages, parses SSE or JSON into a
 `ModelResponse`, and assembles usage. Reported: median microseconds per call of each and the ratio.
 
+Then the time per model call of each provider side by side: Chat Completions, Anthropic Messages and
+OpenAI Responses, each against a fake of its own API answering the same text (`tests/fakes/dialects.py`),
+interleaved call by call; reported as each one's median and its ratio to Chat Completions.
+
     python bench/provider_overhead.py [--calls 200] [--rounds 3] [--json]
 """
 
@@ -29,6 +33,7 @@ from agent_server.llm.base import ModelRequest  # noqa: E402
 from agent_server.llm.openai import OpenAIChatLLM  # noqa: E402
 from agent_server.settings import OpenAIOptions  # noqa: E402
 from agent_server.types import Message  # noqa: E402
+from tests.fakes.dialects import DIALECTS, Answer  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, completion, text_stream  # noqa: E402
 
 REQUEST = ModelRequest(messages=[Message(role="system", content="Be terse."), Message(role="user", content="Hi")])
@@ -72,10 +77,35 @@ async def measure(stream: bool, calls: int, rounds: int) -> dict[str, float]:
     return {"provider_us": provider * 1e6, "bare_httpx_us": bare * 1e6, "ratio": provider / bare}
 
 
+async def measure_apis(stream: bool, calls: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Median microseconds per call of each API's provider, interleaved, and the ratio to Chat Completions."""
+    times: dict[str, list[float]] = {d.name: [] for d in DIALECTS}
+    answer = Answer(text=list(PIECES))
+    async with FakeOpenAIServer() as server:
+        llms = {d.name: d.provider(server, key=None, stream=stream, max_attempts=1) for d in DIALECTS}
+        try:
+            for _ in range(rounds * calls):
+                for dialect in DIALECTS:
+                    server.add(dialect.answer(answer, stream=stream))
+                    started = time.perf_counter()
+                    await llms[dialect.name].complete(REQUEST)
+                    times[dialect.name].append(time.perf_counter() - started)
+        finally:
+            for llm in llms.values():
+                await llm.aclose()
+    base = statistics.median(times["openai"])
+    return {
+        name: {"us": statistics.median(samples) * 1e6, "ratio": statistics.median(samples) / base}
+        for name, samples in times.items()
+    }
+
+
 async def main_async(calls: int, rounds: int) -> dict[str, Any]:
     return {
         "streaming": await measure(True, calls, rounds),
         "non_streaming": await measure(False, calls, rounds),
+        "apis_streaming": await measure_apis(True, calls, rounds),
+        "apis_non_streaming": await measure_apis(False, calls, rounds),
         "load": os.getloadavg(),
         "cores": os.cpu_count(),
     }
@@ -97,6 +127,10 @@ def main() -> int:
             f"provider overhead ({mode}): provider {r['provider_us']:.0f} us/call, "
             f"bare httpx {r['bare_httpx_us']:.0f} us/call, ratio {r['ratio']:.2f}"
         )
+    for mode in ("streaming", "non_streaming"):
+        apis = result[f"apis_{mode}"]
+        line = ", ".join(f"{name} {r['us']:.0f} us (ratio {r['ratio']:.2f})" for name, r in apis.items())
+        print(f"per model call by API ({mode}, ratio to openai chat completions): {line}")
     load = " ".join(f"{x:.2f}" for x in result["load"])
     print(f"load {load}, {result['cores']} cores")
     return 0

@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         ("importtime.py", rounds),
         ("code_size.py", []),
         ("provider_overhead.py", rounds),
+        ("cache_savings.py", []),
         ("tool_round.py", [*rounds, *warmup]),
         ("persistence.py", [*rounds, *warmup]),
         ("concurrency.py", [*rounds, *warmup]),

@@ -62,6 +62,10 @@ def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+LLM: str | None = None
+"""`--llm SPEC` for agent-server instead of the scripted model (e.g. `openai:m`: a provider configured at start)."""
+
+
 def targets(tmp: Path, round_no: int) -> dict[str, Target]:
     """The two commands; agent-server gets a fresh state dir per spawn (no state carried between samples)."""
     script = tmp / "script.json"
@@ -79,7 +83,7 @@ def targets(tmp: Path, round_no: int) -> dict[str, Target]:
         "--state-dir",
         str(state),
         "--llm",
-        f"script:{script}",
+        LLM or f"script:{script}",
     ]
     return {AGENT: Target(AGENT, agent), BASELINE: Target(BASELINE, [sys.executable, str(BASELINE_SERVER)])}
 
@@ -219,9 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15, help="measured rounds, each one A and one B (default 15)")
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured rounds first (default 1)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--llm", help="agent-server's --llm (default: the scripted model), e.g. openai:m")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.warmup < 0:
         parser.error("--rounds must be >= 1 and --warmup >= 0")
+    global LLM
+    LLM = args.llm
     result = anyio.run(run, args.rounds, args.warmup)
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0

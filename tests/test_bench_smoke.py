@@ -57,7 +57,25 @@ def assert_labels(out: str, labels: list[str]) -> None:
     assert not missing, f"missing {missing} in:\n{out}"
 
 
-PROVIDER_LABELS = ["provider overhead (streaming):", "provider overhead (non_streaming):", "ratio"]
+PROVIDER_LABELS = [
+    "provider overhead (streaming):",
+    "provider overhead (non_streaming):",
+    "ratio",
+    "per model call by API (streaming, ratio to openai chat completions): openai",
+    "per model call by API (non_streaming, ratio to openai chat completions): openai",
+    "anthropic",
+    "openai-responses",
+]
+CACHE_LABELS = [
+    "prompt caching over a",
+    "round 2:",
+    "read share",
+    "input tokens billed per turn, cached:",
+    "input tokens billed per turn, uncached:",
+    "ratio (cached / uncached):",
+    "load average (1/5/15 min):",
+    "cores:",
+]
 
 
 MACHINE_LABELS = ["load average (1/5/15 min):", "cores:"]
@@ -210,7 +228,19 @@ def run_together(jobs: dict[str, list[str]]) -> dict[str, str]:
 def test_run_all_prints_every_figure() -> None:
     out = run("run_all.py", "--rounds", "1", "--warmup", "0")
     new = [label for _, labels in TINY.values() for label in labels]
-    assert_labels(out, ["bench run", *SPAWN_LABELS, *IMPORTTIME_LABELS, *CODE_SIZE_LABELS, *PROVIDER_LABELS, *new])
+    labels = [*SPAWN_LABELS, *IMPORTTIME_LABELS, *CODE_SIZE_LABELS, *PROVIDER_LABELS, *CACHE_LABELS]
+    assert_labels(out, ["bench run", *labels, *new])
+
+
+def test_the_model_api_benches_tiny_sizes() -> None:
+    outs = run_together(
+        {
+            "cache_savings.py": ["--rounds", "3", "--result-chars", "200"],
+            "provider_overhead.py": ["--calls", "3", "--rounds", "1"],
+        }
+    )
+    assert_labels(outs["cache_savings.py"], ["prompt caching over a 3-round turn", *CACHE_LABELS])
+    assert_labels(outs["provider_overhead.py"], PROVIDER_LABELS)
 
 
 def test_issue6_scripts_tiny_sizes() -> None:

@@ -62,7 +62,12 @@ logger = logging.getLogger(__name__)
 WORKSPACE_KEY = "workspace"
 """The session metadata key that keeps an ACP session's `cwd`."""
 LIST_PAGE = 50
-STOP_REASONS: dict[str, StopReason] = {"completed": "end_turn", "halted": "max_turn_requests", "cancelled": "cancelled"}
+STOP_REASONS: dict[str, StopReason] = {
+    "completed": "end_turn",
+    "truncated": "max_tokens",
+    "halted": "max_turn_requests",
+    "cancelled": "cancelled",
+}
 """How a turn that is no error ends a prompt; any other status (failed, timed out) is a JSON-RPC error."""
 
 

@@ -4,6 +4,7 @@ Each step runs one phase and returns the `NextStep`; `drive` records the transit
 names (its `phase` and `reason` are what the turn record's `transitions` say) and runs the next:
 
     sampling --(answer without tools)--> finalizing            status completed
+    sampling --(answer cut at max_tokens)--> finalizing        status truncated (`stops.py`)
     sampling --(tools requested)-------> executing_tools --> post_tool_decision --> sampling
                                          (the request is fitted to the window again: `window.py`)
     sampling --(tools requested)-------> executing_tools --(no passes left)--> finalizing  status halted
@@ -27,6 +28,7 @@ from agent_server.agent.arguments import bound_argument_nesting
 from agent_server.agent.compaction import summary_message
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.preflight import maybe_compact
+from agent_server.agent.stops import cut_answer, explain_cut_calls
 from agent_server.agent.tool_calls import result_messages, run_tool_round
 from agent_server.agent.turn_state import Phase, Reason, TurnState
 from agent_server.agent.window import fit_between_rounds, fit_calls, result_budget
@@ -188,7 +190,9 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
             run.deps, run.state, run.messages, turn_start=run.turn_start, tool_tokens=run.tool_tokens, emit=run.emit
         )
     await run.status("sampling", f"sampling (round {run.tool_round + 1})")
-    request = ModelRequest(messages=run.messages, tools=run.tools, model=run.request.model)
+    request = ModelRequest(
+        messages=run.messages, tools=run.tools, model=run.request.model, session_id=run.state.record.session_id
+    )
 
     async def on_text(delta: str) -> None:
         await run.emit(TokenEvent(delta=delta, **run.ids))
@@ -200,7 +204,7 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
         response = await run.deps.llm.complete(request, on_text=on_text, on_retry=on_retry)
     except ModelError as exc:
         return NextStepFinish("model_failed", "failed", error=ErrorInfo(type=exc.type, message=exc.message))
-    response = await _record_response(run, response)
+    response = await _record_response(run, explain_cut_calls(response))
     if response.tool_calls:
         return NextStepRunTools(response)
     return await _answer(run, response)
@@ -212,7 +216,14 @@ async def _record_response(run: _Run, response: ModelResponse) -> ModelResponse:
     reasoning = response.reasoning if run.request.trace == "extended" else None
     phase = "initial" if run.tool_round == 0 else f"followup_{run.tool_round}"
     kept = fit_calls(response.tool_calls, result_budget(run.deps.settings, len(response.tool_calls)))
-    turn = AssistantTurn(phase=phase, text=response.text, tool_calls=kept, reasoning=reasoning)
+    turn = AssistantTurn(
+        phase=phase,
+        text=response.text,
+        tool_calls=kept,
+        reasoning=reasoning,
+        stop_reason=response.stop_reason,
+        usage=response.usage,
+    )
     run.state.add_assistant_turn(turn, response.usage)
     if response.tool_calls_from_text:
         names = ", ".join(call.name for call in response.tool_calls)
@@ -222,12 +233,25 @@ async def _record_response(run: _Run, response: ModelResponse) -> ModelResponse:
 
 
 async def _answer(run: _Run, response: ModelResponse) -> NextStepFinish:
-    if not response.text.strip():
-        message = "warning: the model's final answer is empty"
-        await run.status("finalizing", message)
-        logger.warning("turn %s: %s", run.state.record.turn_id, message)
-    run.state.commit([Message(role="assistant", content=response.text)])
+    """The final answer; one cut at the token limit ends the turn `truncated` (its `error` event and the
+    result's text say so)."""
+    warning = _answer_warning(response)
+    if warning is not None:
+        await run.status("finalizing", f"warning: {warning}")
+        logger.warning("turn %s: warning: %s", run.state.record.turn_id, warning)
+    run.state.commit([Message(role="assistant", content=response.text, native=response.native)])
+    cut = cut_answer(response)
+    if cut is not None:
+        return NextStepFinish("assistant_cut_at_token_limit", "truncated", final_text=response.text, error=cut)
     return NextStepFinish("assistant_finished_without_tools", "completed", final_text=response.text)
+
+
+def _answer_warning(response: ModelResponse) -> str | None:
+    if response.stop_reason == "content_filter":
+        return "the provider stopped the model's answer (content filter or refusal)"
+    if not response.text.strip() and response.stop_reason != "max_tokens":
+        return "the model's final answer is empty"
+    return None
 
 
 async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | NextStepFinish:
@@ -243,7 +267,7 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
     await run.status("executing_tools", f"running {len(response.tool_calls)} tool call(s) (round {tool_round})")
     budget = result_budget(run.deps.settings, len(response.tool_calls))
     kept = fit_calls(response.tool_calls, budget)  # what the history and the record keep; the calls run whole
-    assistant = Message(role="assistant", content=response.text, tool_calls=kept)
+    assistant = Message(role="assistant", content=response.text, tool_calls=kept, native=response.native)
     results = await run_tool_round(
         run.deps.tools,
         response.tool_calls,

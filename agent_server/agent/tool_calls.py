@@ -80,7 +80,8 @@ async def _call(
 def result_messages(results: list[ToolResult]) -> list[Message]:
     """The `tool` messages for a round, then one `user` message carrying any images."""
     messages = [
-        Message(role="tool", tool_call_id=r.call_id, name=r.name, content=_tool_message_text(r)) for r in results
+        Message(role="tool", tool_call_id=r.call_id, name=r.name, content=_tool_message_text(r), is_error=r.is_error)
+        for r in results
     ]
     images: list[ContentPart] = [part for r in results for part in r.content if isinstance(part, ImagePart)]
     if images:

@@ -38,6 +38,7 @@ Reason = Literal[
     "tool_round_completed",
     "runtime_continuation_after_tools",
     "assistant_finished_without_tools",
+    "assistant_cut_at_token_limit",
     "max_tool_passes_reached",
     "model_failed",
     "timeout",

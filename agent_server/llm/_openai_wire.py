@@ -15,9 +15,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any, cast
 
 from agent_server.llm.base import ModelRequest, ModelResponse
+from agent_server.llm.prices import price_for, priced
 from agent_server.nesting import MAX_ARGUMENT_DEPTH, NestedTooDeep, loads_bounded
 from agent_server.settings import OpenAIOptions, Price
-from agent_server.types import ImagePart, Message, TextPart, ToolCall, ToolSpec, Usage, new_id
+from agent_server.types import ImagePart, Message, StopReason, TextPart, ToolCall, ToolSpec, Usage, new_id
 
 ERROR_TEXT_MAX = 1_200
 """The server's error text is cut to this many characters in messages (its middle goes: see `cut_middle`)."""
@@ -125,6 +126,15 @@ def _tool_images_message(images: list[dict[str, Any]]) -> dict[str, Any]:
 
 # --- response -----------------------------------------------------------------------------
 
+FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
+"""Chat Completions' `finish_reason` in the record's vocabulary; another value (a server's own) maps to None."""
+
 
 @dataclass
 class PartialCall:
@@ -142,18 +152,27 @@ class Completion:
     calls: dict[int, PartialCall] = field(default_factory=dict[int, PartialCall])
     usage: dict[str, Any] = field(default_factory=dict[str, Any])
     model: str | None = None
+    finish_reason: str = ""
 
     def has_output(self) -> bool:
         """Any text, reasoning or tool call arrived."""
         return bool(self.text or self.reasoning or self.calls)
 
-    def to_response(self, requested_model: str, prices: dict[str, Price]) -> ModelResponse:
+    def full_text(self) -> str:
+        return "".join(self.text)
+
+    def to_response(self, requested_model: str, prices: Mapping[str, Price]) -> ModelResponse:
         model = self.model or requested_model
-        usage = _usage(self.usage, prices.get(model) or prices.get(requested_model))
+        usage = _usage(self.usage, price_for(model, prices) or price_for(requested_model, prices))
         calls = [_tool_call(self.calls[i]) for i in sorted(self.calls)]
         reasoning = "".join(self.reasoning)
         return ModelResponse(
-            text="".join(self.text), tool_calls=calls, reasoning=reasoning or None, usage=usage, model=model
+            text="".join(self.text),
+            tool_calls=calls,
+            reasoning=reasoning or None,
+            usage=usage,
+            model=model,
+            stop_reason=FINISH_REASONS.get(self.finish_reason),
         )
 
 
@@ -168,7 +187,9 @@ class StreamAssembler:
         done.model = done.model or _str(chunk.get("model")) or None
         if chunk.get("usage"):
             done.usage = obj(chunk["usage"])
-        delta = obj(obj(next(iter(seq(chunk.get("choices"))), None)).get("delta"))
+        choice = obj(next(iter(seq(chunk.get("choices"))), None))
+        done.finish_reason = _str(choice.get("finish_reason")) or done.finish_reason
+        delta = obj(choice.get("delta"))
         for call in seq(delta.get("tool_calls")):
             self._feed_call(obj(call))
         reasoning = _str(delta.get("reasoning_content")) or _str(delta.get("reasoning"))
@@ -194,8 +215,10 @@ class StreamAssembler:
 
 def parse_completion(data: dict[str, Any]) -> Completion:
     """A non-streamed `chat.completion` object."""
-    message = obj(obj(next(iter(seq(data.get("choices"))), None)).get("message"))
+    choice = obj(next(iter(seq(data.get("choices"))), None))
+    message = obj(choice.get("message"))
     done = Completion(model=_str(data.get("model")) or None, usage=obj(data.get("usage")))
+    done.finish_reason = _str(choice.get("finish_reason"))
     parts = seq(message.get("content"))  # a few servers answer with content parts
     text = "".join(_str(obj(part).get("text")) for part in parts) if parts else _str(message.get("content"))
     if text:
@@ -231,15 +254,22 @@ def _tool_call(partial: PartialCall) -> ToolCall:
 
 
 def _usage(raw: dict[str, Any], price: Price | None) -> Usage:
-    """The reported usage; a count the server did not report stays None (unknown), never 0."""
+    """The reported usage, priced; a count the server did not report stays None (unknown), never 0.
+    `prompt_tokens_details.cached_tokens` is the part of the prompt read from the cache (OpenAI writes
+    its cache for free), `completion_tokens_details.reasoning_tokens` the part of the completion spent
+    reasoning."""
     prompt, completion = _int(raw.get("prompt_tokens")), _int(raw.get("completion_tokens"))
     total = _int(raw.get("total_tokens"))
     if total is None and prompt is not None and completion is not None:
         total = prompt + completion
-    cost = None
-    if price is not None and prompt is not None and completion is not None:
-        cost = prompt * price.input_per_mtok / 1e6 + completion * price.output_per_mtok / 1e6
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total, cost_usd=cost)
+    usage = Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=total,
+        cache_read_tokens=_int(obj(raw.get("prompt_tokens_details")).get("cached_tokens")),
+        reasoning_tokens=_int(obj(raw.get("completion_tokens_details")).get("reasoning_tokens")),
+    )
+    return priced(usage, price)
 
 
 def _arguments_text(value: object) -> str:

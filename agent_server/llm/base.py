@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_server.types import Message, ToolCall, ToolSpec, Usage
+from agent_server.types import Message, NativeContent, StopReason, ToolCall, ToolSpec, Usage
 
 TextCallback = Callable[[str], Awaitable[None]]
 RetryCallback = Callable[[int, str], Awaitable[None]]
@@ -29,6 +29,8 @@ class ModelRequest(BaseModel):
     model: str | None = None
     purpose: str = "turn"
     """`turn` for the agent loop, `compaction` for summaries."""
+    session_id: str | None = None
+    """The session the call serves: providers with a prompt cache route one session's calls to one cache."""
 
 
 class ModelResponse(BaseModel):
@@ -41,6 +43,11 @@ class ModelResponse(BaseModel):
     model: str | None = None
     tool_calls_from_text: bool = False
     """The tool calls were recovered from JSON the model wrote as its answer's text (`text` is then empty)."""
+    stop_reason: StopReason | None = None
+    """Why the model stopped, mapped from the provider's own word (None when it gave none, or an unknown one)."""
+    native: NativeContent | None = None
+    """The answer as its API wrote it, when it carries parts only that API reads back (thinking blocks,
+    encrypted reasoning items): the loop keeps it on the assistant message, for the rounds that follow."""
 
 
 class LLMClient(Protocol):

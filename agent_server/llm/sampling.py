@@ -15,7 +15,15 @@ import mcp_types as types
 
 from agent_server.errors import ModelError
 from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, TextCallback
-from agent_server.types import Message, TextPart, ToolCall, ToolSpec, Usage
+from agent_server.types import Message, StopReason, TextPart, ToolCall, ToolSpec, Usage
+
+STOP_REASONS: dict[str, StopReason] = {
+    "endTurn": "end_turn",
+    "toolUse": "tool_use",
+    "maxTokens": "max_tokens",
+    "stopSequence": "stop_sequence",
+}
+"""MCP sampling's `stopReason` in the record's vocabulary (a client's own value maps to None)."""
 
 
 class SamplingRequester(Protocol):
@@ -82,7 +90,8 @@ def from_sampling_result(result: types.CreateMessageResultWithTools) -> ModelRes
             calls.append(ToolCall(id=block.id, name=block.name, arguments=dict(block.input)))
     if result.stop_reason == "toolUse" and not calls:
         raise ModelError("the client's model stopped for tool use but sent no tool_use block")
-    return ModelResponse(text="".join(texts), tool_calls=calls, usage=Usage(), model=result.model)
+    stop = STOP_REASONS.get(result.stop_reason or "")
+    return ModelResponse(text="".join(texts), tool_calls=calls, usage=Usage(), model=result.model, stop_reason=stop)
 
 
 def _blocks(message: Message, *, tool_blocks: bool) -> list[types.SamplingMessageContentBlock]:

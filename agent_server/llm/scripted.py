@@ -19,6 +19,9 @@ Fields of a response (any other key is rejected when the script is loaded):
   object or a JSON string; a string that is not a JSON object gives a `ToolCall` with
   `arguments={}` and `arguments_error` set.
 - `reasoning`: the model's reasoning text.
+- `stop_reason`: why the model stopped, in the record's vocabulary (`end_turn`, `tool_use`, `max_tokens`,
+  `stop_sequence`, `content_filter`, `pause_turn`); by default `tool_use` with tool calls, else `end_turn`.
+  `max_tokens` plays an answer (or a tool call) cut at the token limit.
 - `usage`: `{"prompt_tokens", "completion_tokens"}`; the total is their sum. Zero when absent.
 - `delay_s`: seconds to wait (cancellable) before answering.
 - `error`: `{"message"}`: the call raises `ModelError` with that message, after the delay and after
@@ -57,7 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from agent_server.errors import ConfigError, ModelError
 from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, TextCallback
 from agent_server.nesting import MAX_ARGUMENT_DEPTH, NestedTooDeep, loads_bounded
-from agent_server.types import ToolCall, Usage
+from agent_server.types import StopReason, ToolCall, Usage
 
 STREAM_CHUNK_CHARS = 16
 CALLS_KEPT = 1000
@@ -100,6 +103,7 @@ class ScriptedResponse(_Strict):
     content: str = ""
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list[ScriptedToolCall])
     reasoning: str | None = None
+    stop_reason: StopReason | None = None
     usage: ScriptedUsage | None = None
     delay_s: float = Field(default=0.0, ge=0)
     error: ScriptedError | None = None
@@ -107,8 +111,11 @@ class ScriptedResponse(_Strict):
 
     @model_validator(mode="after")
     def _error_stands_alone(self) -> ScriptedResponse:
-        if self.error is not None and (self.tool_calls or self.reasoning is not None or self.usage is not None):
-            raise ValueError("a response with `error` cannot also have `tool_calls`, `reasoning` or `usage`")
+        extras = (self.tool_calls, self.reasoning is not None, self.usage is not None, self.stop_reason is not None)
+        if self.error is not None and any(extras):
+            raise ValueError(
+                "a response with `error` cannot also have `tool_calls`, `reasoning`, `usage` or `stop_reason`"
+            )
         return self
 
 
@@ -136,6 +143,7 @@ class _Step:
             text=entry.content,
             tool_calls=[_tool_call(spec, call_id) for spec, call_id in zip(entry.tool_calls, call_ids, strict=True)],
             reasoning=entry.reasoning,
+            stop_reason=entry.stop_reason or ("tool_use" if entry.tool_calls else "end_turn"),
             usage=Usage(
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,

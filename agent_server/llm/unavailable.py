@@ -7,6 +7,7 @@ from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, Te
 
 CONFIGURE = (
     "configure a model instead: --llm openai:MODEL (with OPENAI_API_KEY and/or OPENAI_BASE_URL), "
+    "--llm anthropic:MODEL (with ANTHROPIC_API_KEY), "
     "or --llm script:PATH for a scripted model"
 )
 NO_MODEL = "no model is configured and the client does not lend its own (MCP sampling); " + CONFIGURE

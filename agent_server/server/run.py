@@ -57,7 +57,8 @@ async def _stdio() -> AsyncGenerator[Any]:
 
     with ExitStack() as claims:
         stdin = claims.enter_context(claim_stdin()) if can_claim_stdin() else None
-        stdout = claims.enter_context(claim_stdout()) if can_claim_stdout() else None
+        on_closed = stdin.end if stdin is not None else None  # a client gone from stdout ends the input too
+        stdout = claims.enter_context(claim_stdout(on_closed=on_closed)) if can_claim_stdout() else None
         async with stdio_server(
             stdin=cast("anyio.AsyncFile[str] | None", stdin), stdout=cast("anyio.AsyncFile[str] | None", stdout)
         ) as streams:

@@ -42,6 +42,14 @@ class FdReader:
         self._assembler = LineAssembler(max_line_bytes, writer="the client")
         self._ready: deque[str] = deque()
         self._ended = False
+        self._waiting: anyio.CancelScope | None = None
+
+    def end(self) -> None:
+        """End the input now, as at end of input (the client is gone: its end of stdout closed). Lines
+        already read are still served."""
+        self._ended = True
+        if self._waiting is not None:
+            self._waiting.cancel()
 
     def __aiter__(self) -> FdReader:
         return self
@@ -54,7 +62,11 @@ class FdReader:
         return self._ready.popleft()
 
     async def _fill(self) -> None:
-        await anyio.wait_readable(self._fd)
+        with anyio.CancelScope() as self._waiting:
+            await anyio.wait_readable(self._fd)
+        self._waiting = None
+        if self._ended:
+            return
         chunk = os.read(self._fd, _CHUNK)
         if not chunk:
             # End of input; a last line without its newline is still a message (as `readline` gives it).

@@ -8,34 +8,56 @@ descriptor to become writable (`anyio.wait_writable`) only when the pipe is full
 Because the SDK skips its own claim of fd 1 when given a stdout, `claim_stdout` does it: the wire
 moves to a private descriptor and fd 1 points at stderr while serving, so a stray `print` or a
 child process writing to fd 1 can never corrupt the stream. Everything is restored on exit.
+
+A client that goes away (it exited or was killed: the pipe's other end is closed) is no error: the first
+write that finds it gone logs one line, later writes are dropped, and `on_closed` ends the input, so the
+server shuts down as at end of input (running turns recorded `cancelled`) instead of failing with a traceback.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 
 import anyio
+
+logger = logging.getLogger(__name__)
+
+GONE = (BrokenPipeError, ConnectionResetError)
+"""What writing to a pipe or socket whose reader has gone raises."""
 
 
 class FdWriter:
     """The two methods of `anyio.AsyncFile[str]` the SDK's stdout writer calls."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, on_closed: Callable[[], None] | None = None) -> None:
         self._fd = fd
+        self._on_closed = on_closed
+        self.closed = False
+        """The client closed its end: nothing more is written."""
 
     async def write(self, text: str) -> None:
         data = memoryview(text.encode("utf-8"))
-        while data:
+        while data and not self.closed:
             try:
                 written = os.write(self._fd, data)
             except BlockingIOError:
                 await anyio.wait_writable(self._fd)
                 continue
+            except GONE as exc:
+                self._client_gone(exc)
+                break
             data = data[written:]
         await anyio.lowlevel.checkpoint()
+
+    def _client_gone(self, exc: OSError) -> None:
+        self.closed = True
+        logger.info("the client closed the connection (%s): shutting down as at end of input", exc.strerror)
+        if self._on_closed is not None:
+            self._on_closed()
 
     async def flush(self) -> None:
         """Nothing is buffered."""
@@ -55,15 +77,16 @@ def can_claim_stdout() -> bool:
 
 
 @contextmanager
-def claim_stdout() -> Generator[FdWriter]:
-    """Move the wire off fd 1 (which then points at stderr) and yield a writer for it."""
+def claim_stdout(*, on_closed: Callable[[], None] | None = None) -> Generator[FdWriter]:
+    """Move the wire off fd 1 (which then points at stderr) and yield a writer for it (`on_closed`: see
+    `FdWriter`)."""
     sys.stdout.flush()
     wire = os.dup(1)
     os.dup2(2, 1)
     was_blocking = os.get_blocking(wire)
     os.set_blocking(wire, False)
     try:
-        yield FdWriter(wire)
+        yield FdWriter(wire, on_closed=on_closed)
     finally:
         os.set_blocking(wire, was_blocking)
         sys.stdout.flush()

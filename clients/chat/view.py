@@ -188,5 +188,5 @@ def usage_line(record: dict[str, Any], took: float) -> tuple[str, str]:
     if usage.get("cost_usd") is not None:
         parts.append(f"${usage['cost_usd']:.4f}")
     parts.append(seconds(took))
-    style = {"completed": "green", "halted": "yellow", "timed_out": "yellow"}.get(status, "red")
+    style = {"completed": "green", "truncated": "yellow", "halted": "yellow", "timed_out": "yellow"}.get(status, "red")
     return "── " + " · ".join(parts) + " ──", style

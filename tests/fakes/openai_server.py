@@ -91,8 +91,10 @@ class FakeOpenAIServer:
     `disconnects` the stalled replies the client hung up on.
     """
 
-    def __init__(self, quirks: Quirks | None = None) -> None:
+    def __init__(self, quirks: Quirks | None = None, *, responder: Callable[[Received], Reply] | None = None) -> None:
         self.quirks = quirks or Quirks()
+        self.responder = responder
+        """Answers a request for which no queued reply matches (a fake model that computes its replies)."""
         self.replies: deque[Reply] = deque()
         self.requests: list[Received] = []
         self.disconnects = 0
@@ -104,6 +106,11 @@ class FakeOpenAIServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The server without `/v1` (Anthropic's SDK convention: the client appends `/v1/messages`)."""
+        return f"http://127.0.0.1:{self.port}"
 
     def add(self, *replies: Reply) -> None:
         self.replies.extend(replies)
@@ -155,7 +162,7 @@ class FakeOpenAIServer:
             if reply.match is None or reply.match(request.json):
                 self.replies.remove(reply)
                 return reply
-        return _exhausted()
+        return self.responder(request) if self.responder is not None else _exhausted()
 
     async def _read_request(self, conn: h11.Connection, stream: SocketStream) -> bool:
         request: h11.Request | None = None
@@ -287,12 +294,15 @@ def call_delta(index: int, *, id: str | None = None, name: str | None = None, ar
     return delta
 
 
-def text_stream(*pieces: str, prompt: int = 10, completion: int = 5) -> list[dict[str, Any]]:
-    """SSE events of a plain text answer streamed in `pieces`, with a usage chunk."""
+def text_stream(
+    *pieces: str, prompt: int = 10, completion: int = 5, finish_reason: str = "stop"
+) -> list[dict[str, Any]]:
+    """SSE events of a plain text answer streamed in `pieces`, with a usage chunk (`finish_reason="length"`:
+    an answer cut at the token limit)."""
     return [
         chunk(content=""),
         *(chunk(content=p) for p in pieces),
-        chunk(finish_reason="stop"),
+        chunk(finish_reason=finish_reason),
         usage_chunk(prompt, completion),
     ]
 
@@ -306,8 +316,11 @@ def completion(
     completion_tokens: int = 5,
     model: str = MODEL,
     usage: bool = True,
+    finish_reason: str | None = None,
 ) -> dict[str, Any]:
-    """A non-streamed `chat.completion`; `tool_calls` as `(id, name, arguments_json)`; `usage=False` omits usage."""
+    """A non-streamed `chat.completion`; `tool_calls` as `(id, name, arguments_json)`; `usage=False` omits usage.
+
+    `finish_reason` defaults to `tool_calls` with tool calls, else `stop` (`length`: cut at the token limit)."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = [
@@ -317,6 +330,7 @@ def completion(
         message["reasoning_content"] = reasoning
     total = prompt + completion_tokens
     usage_fields = {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": total}
-    choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}
+    finish = finish_reason or ("tool_calls" if tool_calls else "stop")
+    choice = {"index": 0, "message": message, "finish_reason": finish}
     reply = {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [choice]}
     return {**reply, "usage": usage_fields} if usage else reply

@@ -27,6 +27,7 @@ SCRIPT: list[dict[str, Any]] = [
     {"error": {"message": "model down"}},  # failed
     {"delay_s": 5, "content": "too late"},  # timed out
     {"content": "answer"},
+    {"content": "an answer cut", "stop_reason": "max_tokens"},  # truncated
     {"content": "SUMMARY"},  # compact
     {"content": "background answer"},
     {"delay_s": 30, "content": "cancelled in the background"},
@@ -62,6 +63,8 @@ async def test_every_result_of_every_tool_matches_its_output_schema(tmp_path: Pa
             assert (await check.call(h, "run_turn", {"prompt": "fail"})).is_error
             await check.call(h, "run_turn", {"prompt": "slow", "timeout_s": 0.2})
             await check.call(h, "run_turn", {"prompt": "new", "session_id": "new", "detail": "full"})
+            cut = await check.call(h, "run_turn", {"prompt": "cut", "detail": "full"})
+            assert cut.structured_content is not None and cut.structured_content["status"] == "truncated"
             await check.call(h, "compact", {"keep_last": 1})
             await check.call(h, "compact", {"dry_run": True})
             created = (await check.call(h, "session_create", {"title": "t"})).structured_content

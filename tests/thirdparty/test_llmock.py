@@ -23,9 +23,11 @@ import pytest
 from anyio.streams.text import TextReceiveStream
 
 from agent_server.errors import ModelError
+from agent_server.llm.anthropic import AnthropicLLM
 from agent_server.llm.base import ModelRequest
 from agent_server.llm.openai import OpenAIChatLLM
-from agent_server.settings import OpenAIOptions
+from agent_server.llm.openai_responses import OpenAIResponsesLLM
+from agent_server.settings import AnthropicOptions, OpenAIOptions
 from agent_server.types import Message, ToolSpec
 
 pytestmark = pytest.mark.anyio
@@ -146,3 +148,90 @@ async def test_a_prompt_over_the_servers_window_fails_at_once_with_its_reason(ll
 
 async def _ignore(_text: str) -> None:
     pass
+
+
+# --- the provider contract against LLMock, for each of the three APIs -------------------------------------------
+
+
+def _api_provider(api: str, base: str, retries: list[str], **options: Any) -> Any:
+    async def on_retry(attempt: int, reason: str) -> None:
+        retries.append(reason)
+
+    fast = {"backoff_base_s": 0, "backoff_max_s": 0, **options}
+    if api == "anthropic":
+        opts = AnthropicOptions(base_url=f"{base}/anthropic", **fast)
+        return AnthropicLLM(opts, api_key="sk-ant-llmock", model="claude-sonnet-4-6", on_retry=on_retry)
+    if api == "openai-responses":
+        responses = OpenAIOptions(base_url=f"{base}/v1", **fast)
+        return OpenAIResponsesLLM(responses, api_key="sk-test-llmock", model="gpt-4o-mini", on_retry=on_retry)
+    chat = OpenAIOptions(base_url=f"{base}/v1", **fast)
+    return OpenAIChatLLM(chat, api_key="sk-test-llmock", model="gpt-4o-mini", on_retry=on_retry)
+
+
+APIS = ["openai", "anthropic", "openai-responses"]
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_each_api_runs_a_tool_round_against_llmock(llmock: str, api: str, stream: bool) -> None:
+    retries: list[str] = []
+    llm = _api_provider(api, llmock, retries, stream=stream)
+    tokens: list[str] = []
+
+    async def on_text(text: str) -> None:
+        tokens.append(text)
+
+    try:
+        with anyio.fail_after(20):
+            first = await llm.complete(REQUEST)
+            (call,) = first.tool_calls
+            history = [
+                *REQUEST.messages,
+                Message(role="assistant", content=first.text, tool_calls=first.tool_calls, native=first.native),
+                Message(role="tool", tool_call_id=call.id, name=call.name, content="a.txt b.txt"),
+            ]
+            second = await llm.complete(ModelRequest(messages=history, tools=REQUEST.tools), on_text=on_text)
+    finally:
+        await llm.aclose()
+    assert call.name == "list_dir" and call.arguments_error is None and first.stop_reason == "tool_use"
+    assert second.text and not second.tool_calls and second.stop_reason == "end_turn"
+    assert "".join(tokens) == second.text
+    assert second.usage.prompt_tokens and second.usage.completion_tokens
+    assert retries == []
+    assert (await _verdict(llmock))["errors"] == 0
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_each_api_retries_a_429_and_a_stream_cut_mid_way_on_llmock(llmock: str, api: str) -> None:
+    await _scenario(
+        llmock,
+        {"type": "fail", "status": 429, "retry_after": 0},
+        {"type": "stream_fault", "kind": "disconnect", "after_chunks": 3},
+    )
+    retries: list[str] = []
+    llm = _api_provider(api, llmock, retries)
+    plain = ModelRequest(messages=[Message(role="user", content="Say something.")])
+    try:
+        with anyio.fail_after(20):
+            response = await llm.complete(plain, on_text=_ignore)
+    finally:
+        await llm.aclose()
+    assert response.text
+    assert len(retries) == 2 and "HTTP 429" in retries[0], retries
+    served = [(r["status"], r["fault"]) for r in await _requests(llmock)]
+    assert len(served) == 3 and served[0][0] == 429 and served[2] == (200, None), served
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_each_api_fails_at_once_on_a_401_from_llmock(llmock: str, api: str) -> None:
+    await _scenario(llmock, {"type": "fail", "status": 401, "message": "invalid x-api-key"})
+    retries: list[str] = []
+    llm = _api_provider(api, llmock, retries)
+    try:
+        with anyio.fail_after(20), pytest.raises(ModelError) as caught:
+            await llm.complete(REQUEST)
+    finally:
+        await llm.aclose()
+    assert retries == [] and caught.value.status == 401
+    assert "authentication failed" in caught.value.message and "invalid x-api-key" in caught.value.message
+    assert "sk-ant-llmock" not in caught.value.message and "sk-test-llmock" not in caught.value.message

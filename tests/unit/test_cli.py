@@ -9,7 +9,14 @@ import pytest
 
 from agent_server.cli import EXIT_CONFIG, build_parser, main, settings_from_args
 from agent_server.errors import ConfigError
-from agent_server.settings import OpenAIModel, SamplingModel, ScriptModel, load_settings
+from agent_server.settings import (
+    AnthropicModel,
+    OpenAIModel,
+    OpenAIResponsesModel,
+    SamplingModel,
+    ScriptModel,
+    load_settings,
+)
 
 
 def test_unknown_config_key_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -56,7 +63,10 @@ def test_the_model_is_a_typed_choice_from_a_spec_or_an_object(tmp_path: Path) ->
     assert load_settings(overrides={"llm": "openai:gpt-x"}).llm == OpenAIModel(model="gpt-x")
     assert load_settings(overrides={"llm": "openai"}).llm == OpenAIModel(model=None)
     assert load_settings(overrides={"llm": "sampling"}).llm == SamplingModel()
-    with pytest.raises(ConfigError, match=r"llm: .*expected script:PATH, openai:MODEL or sampling"):
+    assert load_settings(overrides={"llm": "anthropic:claude-x"}).llm == AnthropicModel(model="claude-x")
+    assert load_settings(overrides={"llm": "openai-responses"}).llm == OpenAIResponsesModel(model=None)
+    expected = r"llm: .*expected script:PATH, openai:MODEL, openai-responses:MODEL, anthropic:MODEL or sampling"
+    with pytest.raises(ConfigError, match=expected):
         load_settings(overrides={"llm": "telepathy"})
     with pytest.raises(ConfigError, match="llm"):
         load_settings(overrides={"llm": {"kind": "openai", "modle": "typo"}})

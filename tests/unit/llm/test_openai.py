@@ -102,9 +102,13 @@ async def test_two_round_tool_exchange_streamed_and_whole_give_identical_respons
         tool_calls=[ToolCall(id="call_1", name="read_file", arguments={"path": "a.txt"})],
         usage=Usage(prompt_tokens=50, completion_tokens=12, total_tokens=62),
         model=MODEL,
+        stop_reason="tool_use",
     )
     assert streamed[1] == ModelResponse(
-        text="It says hello.", usage=Usage(prompt_tokens=70, completion_tokens=4, total_tokens=74), model=MODEL
+        text="It says hello.",
+        usage=Usage(prompt_tokens=70, completion_tokens=4, total_tokens=74),
+        model=MODEL,
+        stop_reason="end_turn",
     )
     assert streamed_tokens == ["Let me ", "look.", "It says ", "hello."]
     assert whole_tokens == ["Let me look.", "It says hello."]

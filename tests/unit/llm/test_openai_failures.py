@@ -11,14 +11,16 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from agent_server.errors import ModelError
+from agent_server.llm._endpoint import is_local_host
 from agent_server.llm.base import ModelRequest
 from agent_server.llm.openai import OpenAIChatLLM
 from agent_server.settings import OpenAIOptions
 from agent_server.types import Message
-from tests.fakes.openai_server import FakeOpenAIServer, Reply, chunk, text_stream
+from tests.fakes.openai_server import FakeOpenAIServer, Reply, chunk, completion, text_stream
 
 pytestmark = pytest.mark.anyio
 
@@ -124,8 +126,8 @@ async def test_an_error_body_that_is_not_json_is_quoted_truncated() -> None:
 
 
 @pytest.mark.parametrize("stream", [True, False])
-async def test_a_read_timeout_is_retried_then_fails(stream: bool) -> None:
-    options = {"read_timeout_s": 0.1, "max_attempts": 2, "stream": stream}
+async def test_a_read_timeout_is_retried_then_fails_when_retry_read_timeout_is_on(stream: bool) -> None:
+    options = {"read_timeout_s": 0.1, "max_attempts": 2, "stream": stream, "retry_read_timeout": True}
     async with FakeOpenAIServer() as server, provider(server.base_url, **options) as (llm, retries):
         server.add(Reply(stall=True), Reply(stall=True))
         with anyio.fail_after(5), pytest.raises(ModelError) as caught:
@@ -139,13 +141,78 @@ async def test_a_read_timeout_is_retried_then_fails(stream: bool) -> None:
     assert "for 0.1 s (gave up after 2 attempts)" in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("reply", "stream"),
+    [
+        (Reply(stall=True), False),
+        (Reply(stall=True), True),
+        (Reply(sse=text_stream("Half ", "done"), stall_after=2), True),
+    ],
+    ids=["whole", "streamed-before-output", "streamed-after-text"],
+)
+async def test_a_read_timeout_on_a_local_server_is_not_retried_into_its_queue(reply: Reply, stream: bool) -> None:
+    options: dict[str, Any] = {"read_timeout_s": 0.2, "max_attempts": 4, "stream": stream}
+    async with FakeOpenAIServer() as server, provider(server.base_url, **options) as (llm, retries):
+        server.add(reply, Reply(sse=text_stream("a retry")), Reply(json=completion("a fallback")))
+        with anyio.fail_after(5), pytest.raises(ModelError) as caught:
+            await llm.complete(REQUEST)
+        with anyio.fail_after(5):
+            await server.wait_for_disconnects(1)
+
+    assert len(server.requests) == 1 and retries == []  # 127.0.0.1 is still busy: nothing was sent behind it
+    assert not caught.value.retryable
+    assert "read timeout: no data from http://127.0.0.1:" in caught.value.message
+    assert "not retried" in caught.value.message and "openai.read_timeout_s" in caught.value.message
+    assert "openai.retry_read_timeout" in caught.value.message and "gave up after" not in caught.value.message
+
+
+async def test_a_read_timeout_on_a_remote_endpoint_is_retried_by_default() -> None:
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    options = OpenAIOptions(base_url="https://models.example.com/v1", max_attempts=3, **FAST)
+    llm = OpenAIChatLLM(options, api_key=KEY, model="gpt-test", http_client=http)
+    try:
+        with anyio.fail_after(5), pytest.raises(ModelError) as caught:
+            await llm.complete(REQUEST)
+    finally:
+        await http.aclose()
+    assert len(sent) == 3 and caught.value.retryable
+    assert "gave up after 3 attempts" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("gpu.localhost", True),
+        ("192.168.1.20", True),
+        ("10.0.0.5", True),
+        ("host.docker.internal", True),
+        ("api.openai.com", False),
+        ("8.8.8.8", False),
+        ("models.example.com", False),
+    ],
+)
+def test_local_hosts_are_told_apart_from_remote_ones(host: str, local: bool) -> None:
+    assert is_local_host(host) is local
+
+
 async def test_a_stream_that_stalls_after_text_is_retried_and_only_the_retry_text_is_kept() -> None:
     tokens: list[str] = []
 
     async def on_text(text: str) -> None:
         tokens.append(text)
 
-    async with FakeOpenAIServer() as server, provider(server.base_url, read_timeout_s=0.2) as (llm, retries):
+    options: dict[str, Any] = {"read_timeout_s": 0.2, "retry_read_timeout": True}
+    async with FakeOpenAIServer() as server, provider(server.base_url, **options) as (llm, retries):
         server.add(Reply(sse=text_stream("Discarded ", "answer"), stall_after=2), Reply(sse=text_stream("Kept.")))
         with anyio.fail_after(5):
             response = await llm.complete(REQUEST, on_text=on_text)

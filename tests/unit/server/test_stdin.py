@@ -58,6 +58,24 @@ async def test_a_line_over_the_limit_ends_the_input_without_being_held_whole(cap
     assert "closing the connection" in caplog.text
 
 
+async def test_end_stops_a_reader_waiting_on_an_open_pipe_after_the_lines_it_read() -> None:
+    with pipe() as (read_fd, write_fd):
+        os.write(write_fd, b'{"a": 1}\n')  # the pipe stays open: without `end` the reader would wait on
+        reader = FdReader(read_fd)
+        with anyio.fail_after(5):
+            assert await reader.__anext__() == '{"a": 1}'
+            async with anyio.create_task_group() as tg:
+                rest: list[str] = []
+
+                async def read_rest() -> None:
+                    rest.extend(await read_all(reader))
+
+                tg.start_soon(read_rest)
+                await anyio.wait_all_tasks_blocked()
+                reader.end()
+    assert rest == []
+
+
 async def test_while_claimed_fd_0_reads_the_null_device_and_the_wire_is_restored_after() -> None:
     saved = os.dup(0)
     with pipe() as (read_fd, write_fd), anyio.fail_after(10):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import anyio
@@ -31,3 +32,20 @@ async def test_a_message_larger_than_the_pipe_arrives_whole() -> None:
         os.close(read_fd)
         os.close(write_fd)
     assert received.decode() == message
+
+
+async def test_a_client_gone_is_logged_once_and_ends_the_input(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="agent_server.server.stdout")
+    read_fd, write_fd = os.pipe()
+    os.close(read_fd)  # the client died: nobody reads the wire any more
+    ended: list[bool] = []
+    writer = FdWriter(write_fd, on_closed=lambda: ended.append(True))
+    try:
+        with anyio.fail_after(5):
+            await writer.write('{"jsonrpc": "2.0"}\n')
+            await writer.write('{"jsonrpc": "2.0"}\n')  # dropped
+    finally:
+        os.close(write_fd)
+    assert writer.closed and ended == [True]
+    gone = [r for r in caplog.records if "the client closed the connection" in r.getMessage()]
+    assert len(gone) == 1
