@@ -580,6 +580,17 @@ class AgentRuntime:
             raise TurnNotFound(None, turn_id)
         return found
 
+    def running_text(self, record: TurnRecord, *, last_event: int | None = None) -> str:
+        """The text of a `running` result (`runtime.progress`): where the turn is and what it did so far, as
+        this process sees it; a turn another process runs is its stored record, and the text says so.
+        `last_event`: the last event of the turn a `turn_wait` sent, which the text tells how to continue after."""
+        handle = self.background_turn(record.turn_id)
+        if handle is not None and not handle.done:
+            return progress.running_text(handle.record, where=handle.where, last_event=last_event)
+        here = self._live_record(record.turn_id)
+        where = None if here is not None else progress.ELSEWHERE
+        return progress.running_text(here or record, where=where, last_event=last_event)
+
     async def wait_stored_turn(self, turn_id: str, session_id: str | None, *, timeout_s: float) -> TurnRecord:
         """A turn this runtime does not follow (see `find_turn`): its record; with a store several processes
         share, once it has ended where it runs, or the `running` record after `timeout_s`.
