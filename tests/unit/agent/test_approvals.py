@@ -8,8 +8,8 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from agent_server.agent.approvals import ApprovalGate, approval_request, decide, masked_arguments, trusted_servers
 from agent_server.agent import approvals as approvals_module
+from agent_server.agent.approvals import ApprovalGate, approval_request, decide, masked_arguments, trusted_servers
 from agent_server.agent.tool_calls import run_tool_round
 from agent_server.approvals import (
     ApprovalRequest,
