@@ -80,13 +80,13 @@ def running_text(record: TurnRecord, *, where: str | None = None, last_event: in
     and how to go on following it (with `last_event`, the `turn_wait` argument that continues after it: a
     call that differs from the previous one)."""
     follow = (
-        "follow it with turn_wait or turn_get"
+        "Follow it with turn_wait or turn_get"
         if last_event is None
-        else f"wait on with turn_wait(after_event={last_event}) (events after the last one this result saw)"
+        else f"Go on with turn_wait(after_event={last_event}) (the events after those this result saw) or turn_get"
     )
     return (
         f"[turn running] turn {record.turn_id} of session {record.session_id}: {where or phase_of(record)}; "
-        f"so far {counts(record)}. To {follow}; stop it with turn_cancel"
+        f"so far {counts(record)}. {follow}; stop it with turn_cancel"
     )
 
 
