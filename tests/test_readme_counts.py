@@ -8,7 +8,8 @@ from pathlib import Path
 from agent_server.server.tool_table import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
-NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen".split()
+NUMBERS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+NUMBERS += ["thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
 COUNTED = re.compile(rf"\b(?:same|its|with|all|the) ({'|'.join(NUMBERS)}|\d+) tools\b", re.IGNORECASE)
 """A count of the server's tools ("the same twelve tools", "with its twelve tools"), not of others."""
 
