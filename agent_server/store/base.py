@@ -18,9 +18,10 @@ Contract (`SqliteStore`, `MemoryStore` and `PostgresStore` keep it; `tests/unit/
   message its summary folds (`live_from_seq`) and refuses with `CompactionConflict`, storing
   nothing, when a message from there on was archived meanwhile (another process compacted the
   session after this one loaded its history), since the new summary would not cover them.
-- A fork copies, into a new session, the finished turns up to `at_turn` in turn (start) order, or
-  all finished turns, and the history messages *of those turns* (membership, not position: with
-  two processes a later-started turn may have finished, and written its messages, first). A turn
+- A fork copies, into a new session, the finished turns up to `at_turn` in turn order, or
+  all finished turns, and the history messages *of those turns* (membership, not position: in a store
+  written before a session's turns queued across processes, a later turn may have finished, and written its
+  messages, first). A turn
   still running is not copied (forking at one is an `InvalidArgument`), so the fork never holds
   a `running` turn that nothing will finish. The summary and archive marks in force are kept
   while every message they could cover is in the fork, i.e. up to the first message left out.
