@@ -105,6 +105,10 @@ class Decision:
     choice: Choice
     reason: str | None = None
     """Why, in the user's or the channel's words, when it says."""
+    refused: bool = False
+    """The client refused the question as a whole (an elicitation's `decline` or `cancel`) instead of choosing
+    one of its answers. A headless client does that at once, asking nobody (`claude -p`, `codex exec`): the gate
+    tells such a refusal from a person's by how soon it came (`agent.approvals.UNASKED_S`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -273,6 +273,7 @@ ApprovalOutcome = Literal[
     "no_channel",
     "headless_allow",
     "policy_deny",
+    "client_declined",
 ]
 """How the gate settled a call that it did not simply let through (see `ApprovalRecord`)."""
 
@@ -286,7 +287,8 @@ class ApprovalRecord(_Model):
     `remembered` (an earlier `allow_session` of this session: not asked); `timeout` (no answer within
     `approvals.timeout_s`); `error` (the channel failed); `no_channel` (nobody could be asked: denied by
     `approvals.headless`); `headless_allow` (nobody could be asked: allowed by `approvals.headless`);
-    `policy_deny` (the policy denies the tool). Only the `allow_*`, `remembered` and `headless_allow`
+    `policy_deny` (the policy denies the tool); `client_declined` (the client declined or dismissed the
+    question sooner than a person can answer: it asked nobody). Only the `allow_*`, `remembered` and `headless_allow`
     calls ran. `channel`: the channel asked (`elicitation`, ...), or `session` (remembered), `none`
     (no channel) or `policy`.
     """

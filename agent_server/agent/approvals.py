@@ -3,8 +3,9 @@
 `decide` is the whole policy, one pure function. `ApprovalGate.check` applies it to one call of a tool
 round: a call that needs asking goes to the turn's `ApprovalChannel` (see `agent_server.approvals`),
 bounded by `approvals.timeout_s` (the turn's own deadline cancels it sooner); every way that ends other
-than an allow (a denial, a dismissal, no answer in time, a channel error, no channel) means the call is
-not run and the model reads why. The calls of a round are checked concurrently (each in its own task of
+than an allow (a denial, a dismissal, no answer in time, a channel error, no channel, a client that declined
+without asking anyone) means the call is not run and the model reads why, naming who refused: the user, the
+client (`UNASKED_S`), or the policy. The calls of a round are checked concurrently (each in its own task of
 `run_tool_round`), so a slow answer holds only its own call. `allow_session` is remembered in the store
 for (session, tool) and later calls of that tool in the session are not asked again.
 
@@ -45,6 +46,10 @@ logger = logging.getLogger(__name__)
 
 REASON_CHARS = 200
 """How much of a user's or a channel's reason for a refusal the model reads."""
+UNASKED_S = 0.25
+"""A question declined or dismissed (`Decision.refused`) sooner than this was refused by the client without
+asking anyone (a headless host declines every question within milliseconds; a person reads first): the record
+says `client_declined`, and the model is told that nobody was asked, not that the user refused."""
 _SECRET_KEY = re.compile(r"pass(word|phrase)?|secret|token|api[-_]?key|auth|credential|private[-_]?key", re.I)
 _STRICTNESS: dict[Rule, int] = {"deny": 0, "ask": 1, "allow": 2}
 _MAX_DEPTH = 20
@@ -247,7 +252,10 @@ class ApprovalGate:
     def _headless(self, tool: str) -> _Outcome:
         if self.policy.headless == "allow":
             return "headless_allow", ""
-        return "no_channel", f"{tool} needs approval and there is no approval channel: denied by approvals.headless"
+        return "no_channel", (
+            f"{tool} needs approval and nobody could be asked (this turn's client has no way to show the question, "
+            "e.g. it declares no form elicitation): denied by the headless policy, approvals.headless"
+        )
 
     async def _ask(self, request: ApprovalRequest, channel: ApprovalChannel) -> _Outcome:
         tool = request.tool
@@ -255,6 +263,7 @@ class ApprovalGate:
         if self.on_asking is not None:
             await self.on_asking(f"waiting for the user's approval of {tool} (at most {timeout:g} s)")
         decision: Decision | None = None
+        start = anyio.current_time()
         try:
             with anyio.move_on_after(timeout):
                 decision = await channel.ask(request)
@@ -263,6 +272,13 @@ class ApprovalGate:
             return "error", f"the approval request for {tool} failed ({type(exc).__name__})"
         if decision is None:
             return "timeout", f"no answer to the approval request for {tool} within {timeout:g} s"
+        took = anyio.current_time() - start
+        if decision.refused and took < UNASKED_S:
+            return "client_declined", (
+                f"{tool} needs approval, and the client declined the approval request without asking anyone "
+                f"(it answered in {took * 1000:.0f} ms; a headless client such as `claude -p` or `codex exec` "
+                "declines every one): nobody refused it, but it cannot run here unless the approvals policy allows it"
+            )
         return _outcome_of(tool, decision)
 
     async def _remembered_tools(self) -> set[str]:
@@ -291,6 +307,8 @@ def _outcome_of(tool: str, decision: Decision) -> _Outcome:
     if choice == "allow_session":
         return "allow_session", ""
     if choice == "deny":
+        if decision.refused:
+            return "deny", f"the user declined the approval request for {tool}{reason}"
         return "deny", f"the user denied {tool}{reason}"
     if choice == "cancel":
         return "cancelled", f"the user dismissed the approval request for {tool}{reason}"

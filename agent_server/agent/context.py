@@ -15,7 +15,7 @@ from agent_server.llm.base import LLMClient
 from agent_server.settings import Settings
 from agent_server.store.base import SessionStore
 from agent_server.tools.base import Toolset
-from agent_server.types import TraceMode
+from agent_server.types import TraceMode, TurnRecord
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +50,9 @@ class TurnRequest:
     cancel_reason: Callable[[], str | None] | None = None
     """Why the turn was cancelled when its caller did not cancel it (the park gave up on the client):
     asked once the turn is cancelled; None or no answer: "the caller cancelled the turn"."""
+    on_progress: Callable[[TurnRecord], None] | None = None
+    """Told each new state of the turn's record while it runs (its progress so far: model calls, tool rounds,
+    usage); must return at once."""
 
 
 async def discard_event(_event: object) -> None:

@@ -10,6 +10,7 @@ interrupted round never leaves a tool call without its result in the history.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,6 +51,8 @@ Reason = Literal[
 class TurnState:
     record: TurnRecord
     committed: list[Message] = field(default_factory=list[Message])
+    on_change: Callable[[TurnRecord], None] | None = None
+    """Told each new record (`TurnRequest.on_progress`), so a running turn's progress can be seen."""
 
     @classmethod
     def begin(cls, request: TurnRequest) -> TurnState:
@@ -64,7 +67,10 @@ class TurnState:
             model=request.model,
             started_at=utc_now(),
         )
-        return cls(record=record)
+        state = cls(record=record, on_change=request.on_progress)
+        if state.on_change is not None:
+            state.on_change(record)
+        return state
 
     def ids(self) -> EventIds:
         record = self.record
@@ -103,3 +109,5 @@ class TurnState:
     def _update(self, **changes: Any) -> None:
         # `model_copy` skips validation: every caller above passes values of the field's own type.
         self.record = self.record.model_copy(update=changes)
+        if self.on_change is not None:
+            self.on_change(self.record)

@@ -34,7 +34,7 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
     """
     state = TurnState.begin(request)
     store = deps.store
-    history = await (store.load_history(request.session_id) if request.begun else store.begin_turn(state.record))
+    history = await store.begin_turn(state.record, stored=request.begun)
     ids = state.ids()
     try:
         await emit(TurnEvent(prompt=request.prompt, **ids))

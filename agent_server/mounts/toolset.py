@@ -139,6 +139,11 @@ class MountManager:
             task_status.started()
             await anyio.sleep_forever()
 
+    @property
+    def starting(self) -> bool:
+        """Whether a server is still starting (`wait_started` would wait)."""
+        return any(connection.state == "starting" for connection in self._connections.values())
+
     async def wait_started(self) -> None:
         """Wait for the servers still starting, each at most its `startup_timeout_s`."""
         async with anyio.create_task_group() as tg:

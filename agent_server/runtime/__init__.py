@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -45,6 +46,7 @@ from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFou
 from agent_server.events import EventIds, EventSink
 from agent_server.ids import check_ids
 from agent_server.llm.unavailable import CONFIGURE
+from agent_server.runtime import progress
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm, store_opener
 from agent_server.runtime.owners import SessionOwners, Waiting, check_principal
@@ -189,6 +191,8 @@ class _Shared:
     opening: anyio.Lock = field(default_factory=anyio.Lock)
     running: dict[str, anyio.CancelScope] = field(default_factory=dict[str, anyio.CancelScope])
     """turn id -> the scope a cancel request from another process cancels (see `_cancel_here`)."""
+    live: dict[str, tuple[str, TurnRecord]] = field(default_factory=dict[str, tuple[str, TurnRecord]])
+    """turn id -> (principal, the record so far) of every turn running in this process (`runtime.progress`)."""
 
 
 class AgentRuntime:
@@ -280,6 +284,7 @@ class AgentRuntime:
             write=self._store_unbegun,
             max_running=limits.background_turns,
             max_parked=limits.parked_turns,
+            heartbeat_s=self.settings.heartbeat_s,
         )
         self._shared.background = await stack.enter_async_context(background)
         return self
@@ -330,7 +335,7 @@ class AgentRuntime:
     async def _open(self) -> Parts:
         from agent_server.agent.current_sessions import CurrentSessions
         from agent_server.agent.locks import SessionLocks
-        from agent_server.store.base import SharedStore
+        from agent_server.store.base import SharedStore, TurnLocks
         from agent_server.tools.registry import ToolRegistry
 
         settings = self.settings
@@ -354,6 +359,7 @@ class AgentRuntime:
             sandbox=sandbox,
             owners=SessionOwners(),
             queued=Waiting(settings.limits.queued_turns, "for an earlier turn of their session", "limits.queued_turns"),
+            turn_locks=store if isinstance(store, TurnLocks) else None,
         )
 
     # --- turns ----------------------------------------------------------------------------
@@ -378,6 +384,7 @@ class AgentRuntime:
         session_tools: SessionTools | None = None,
         park: Park | None = None,
         begun: bool = False,
+        on_progress: Callable[[TurnRecord], None] | None = None,
     ) -> TurnRecord:
         """Run one agent turn and return its stored record, however it ended.
 
@@ -391,7 +398,10 @@ class AgentRuntime:
         `session_tools` (from `session_tools()`): the tools and workspace of that session instead of the
         runtime's own. `park`: the turn's park, whose expiry (not a cancel of the caller's) the record then
         names as the reason it was cancelled. `begun`: the turn's `running` record (`turn_id`) is stored already
-        (`start_turn` stores it before it returns).
+        (`start_turn` stores it before it returns). `on_wait` is told what the call waits for before its turn
+        begins, when it has to wait (mounted servers starting, an earlier turn of the session, in this process
+        or another); `on_progress` each new record of the running turn (its progress so far, also kept for
+        `find_turn` and `list_turns`).
 
         Raises:
             SessionNotFound: `session_id` is unknown.
@@ -406,15 +416,16 @@ class AgentRuntime:
         wait = on_wait or ignore_wait
         parts = await self._ready()
         session = await self._session_for_turn(parts, session_id, connection, prompt)
-        wait("mounted MCP servers to start")
         mounts = all_mounts(parts, session_tools)
+        if any(manager.starting for manager in mounts):
+            wait(progress.MOUNTS)
         with anyio.CancelScope(deadline=deadline):  # each mount also stops at its own startup timeout
             for manager in mounts:
                 await manager.wait_started()
-        wait("an earlier turn of this session to finish")
         turn_id = turn_id or new_id("turn")
+        busy = functools.partial(wait, progress.EARLIER_TURN)
         try:
-            async with self._hold_queued(parts, session, deadline, counted=not begun):
+            async with self._hold_queued(parts, session, deadline, counted=not begun, on_busy=busy):
                 request = TurnRequest(
                     prompt=prompt,
                     session_id=session,
@@ -429,6 +440,7 @@ class AgentRuntime:
                     turn_id=turn_id,
                     cancel_reason=None if park is None else (lambda: park.expired),
                     begun=begun,
+                    on_progress=self._tracker(turn_id, on_progress),
                 )
                 registry = parts.registry if session_tools is None else session_tools.registry
                 deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
@@ -438,6 +450,7 @@ class AgentRuntime:
                         return await run_turn(deps, request, on_event or DISCARD)
                 finally:
                     del self._shared.running[turn_id]
+                    self._shared.live.pop(turn_id, None)
                 # Only a cancel request through the shared store (`_cancel_here`) gets here: the turn stored its
                 # `cancelled` record (shielded) before it stopped.
                 return await parts.store.get_turn(session, turn_id)
@@ -446,6 +459,18 @@ class AgentRuntime:
                 return await parts.store.get_turn(session, turn_id)
             except TurnNotFound:  # lost before the turn began
                 raise lost from None
+
+    def _tracker(self, turn_id: str, also: Callable[[TurnRecord], None] | None) -> Callable[[TurnRecord], None]:
+        """The turn's progress callback: keep its record so far (while it runs), and tell `also`."""
+        live = self._shared.live
+
+        def progressed(record: TurnRecord) -> None:
+            if record.finished_at is None:
+                live[turn_id] = (self._principal, record)
+            if also is not None:
+                also(record)
+
+        return progressed
 
     async def start_turn(
         self,
@@ -502,6 +527,8 @@ class AgentRuntime:
                 session_id=session,
                 connection=connection,
                 on_event=on_event,
+                on_wait=handle.waiting_on,
+                on_progress=handle.progressed,
                 trace_id=trace_id,
                 turn_id=record.turn_id,
                 begun=True,
@@ -543,12 +570,26 @@ class AgentRuntime:
         handle = self.background_turn(turn_id)
         if handle is not None:
             return handle.record
+        live = self._live_record(turn_id)
+        if live is not None and session_id in (None, live.session_id):
+            return live
         if session_id is not None:
             return await self.get_turn(session_id, turn_id)
         found = await (await self._ready()).store.find_turn(turn_id, principal=self._principal)
         if found is None:
             raise TurnNotFound(None, turn_id)
         return found
+
+    def running_text(self, record: TurnRecord, *, last_event: int | None = None) -> str:
+        """The text of a `running` result (`runtime.progress`): where the turn is and what it did so far, as
+        this process sees it; a turn another process runs is its stored record, and the text says so.
+        `last_event`: the last event of the turn a `turn_wait` sent, which the text tells how to continue after."""
+        handle = self.background_turn(record.turn_id)
+        if handle is not None and not handle.done:
+            return progress.running_text(handle.record, where=handle.where, last_event=last_event)
+        here = self._live_record(record.turn_id)
+        where = None if here is not None else progress.ELSEWHERE
+        return progress.running_text(here or record, where=where, last_event=last_event)
 
     async def wait_stored_turn(self, turn_id: str, session_id: str | None, *, timeout_s: float) -> TurnRecord:
         """A turn this runtime does not follow (see `find_turn`): its record; with a store several processes
@@ -660,8 +701,9 @@ class AgentRuntime:
             "session_id": session_id,
             "trace_id": trace_id or new_id("trace"),
         }
-        (on_wait or ignore_wait)("a turn of this session to finish")
-        async with hold_session(parts, session_id):
+        async with hold_session(
+            parts, session_id, on_busy=functools.partial(on_wait or ignore_wait, "a turn of this session to finish")
+        ):
             return await compact_session(
                 self._deps(parts, client_model),
                 session_id,
@@ -802,7 +844,14 @@ class AgentRuntime:
 
     def _live(self, stored: TurnRecord) -> TurnRecord:
         handle = self._shared.background.get(stored.turn_id) if self._shared.background is not None else None
-        return handle.record if handle is not None and not handle.done else stored
+        if handle is not None and not handle.done:
+            return handle.record
+        return self._live_record(stored.turn_id) or stored
+
+    def _live_record(self, turn_id: str) -> TurnRecord | None:
+        """The record so far of a turn of the principal's running in this process (not yet stored)."""
+        principal, record = self._shared.live.get(turn_id, (None, None))
+        return record if principal == self._principal else None
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
         check_ids(turn_id=turn_id)
@@ -875,7 +924,7 @@ class AgentRuntime:
 
     @asynccontextmanager
     async def _hold_queued(
-        self, parts: Parts, session_id: str, deadline: float, *, counted: bool
+        self, parts: Parts, session_id: str, deadline: float, *, counted: bool, on_busy: Callable[[], None]
     ) -> AsyncGenerator[bool]:
         """`hold_session`; while `counted` and the session is busy, the wait counts as one of the principal's
         queued turns (`limits.queued_turns`; background turns are bounded by theirs instead).
@@ -886,5 +935,5 @@ class AgentRuntime:
         async with AsyncExitStack() as stack:
             waiting = counted and parts.locks.busy(session_id)
             with parts.queued.one(self._principal) if waiting else contextlib.nullcontext():
-                held = await stack.enter_async_context(hold_session(parts, session_id, deadline))
+                held = await stack.enter_async_context(hold_session(parts, session_id, deadline, on_busy))
             yield held

@@ -16,6 +16,12 @@ The registry is bounded too, per principal (each turn records the principal that
 client through a park (another start is an `InvalidArgument`; another principal's room is untouched), and
 the `keep_finished` most recently finished turns stay followable; older ones are only in the store (their
 record, without events). No MCP types here.
+
+While it runs, a turn's record is its progress so far (`TurnHandle.progressed`: model calls, tool rounds,
+usage), and before it begins its `stage` says what it waits for (`runtime.progress`). When the turn sent no
+event for `heartbeat_s`, its log gets a `status` event with phase `heartbeat` saying where it is: a follower
+then always has something new (a poll that differs from the last, `last_event` included), and heartbeats are
+the first events the log's bounds drop, with token deltas.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import anyio.abc
 
 from agent_server.errors import CANCELLED, INTERNAL_ERROR, AgentServerError, InvalidArgument
 from agent_server.events import AgentEvent, EventIds, EventSink, StatusEvent
+from agent_server.runtime.progress import STARTING, elapsed_s, phase_of
 from agent_server.types import LOCAL_PRINCIPAL, ErrorInfo, TurnRecord, TurnStatus, utc_now
 
 if TYPE_CHECKING:
@@ -47,6 +54,7 @@ KEEP_FINISHED = 64
 MAX_FOLLOWERS = 64
 """Per turn: how many followers' cursors are remembered (the oldest is forgotten; it then restarts at 0)."""
 DROPPED_PHASE = "events_dropped"
+HEARTBEAT_PHASE = "heartbeat"
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,7 @@ class EventLog:
             self._drop_one()
 
     def _drop_one(self) -> None:
-        victim = next((i for i, (_, e, _) in enumerate(self._entries) if e.type == "token"), 0)
+        victim = next((i for i, (_, e, _) in enumerate(self._entries) if _expendable(e)), 0)
         _, _, size = self._entries[victim]
         del self._entries[victim]
         self._bytes -= size
@@ -100,11 +108,21 @@ class EventLog:
         return Batch(events=events, dropped=missing, last_seq=self.last_seq)
 
 
+def _expendable(event: AgentEvent) -> bool:
+    """Token deltas (the record's `final_text` has the whole answer) and heartbeats: dropped first."""
+    return event.type == "token" or (event.type == "status" and event.phase == HEARTBEAT_PHASE)
+
+
 class TurnHandle:
     """One background turn, as its starter and its followers see it."""
 
     def __init__(
-        self, record: TurnRecord, limits: LogLimits, park: Park | None = None, principal: str = LOCAL_PRINCIPAL
+        self,
+        record: TurnRecord,
+        limits: LogLimits,
+        park: Park | None = None,
+        principal: str = LOCAL_PRINCIPAL,
+        heartbeat_s: float | None = None,
     ) -> None:
         self.turn_id = record.turn_id
         self.session_id = record.session_id
@@ -121,6 +139,10 @@ class TurnHandle:
         self._cursors: OrderedDict[str, int] = OrderedDict()
         self.updated_at = record.started_at
         """When the turn last emitted an event or ended."""
+        self.stage: str | None = STARTING
+        """What the turn waits for before it begins (`runtime.progress`); None once it has begun."""
+        self._heartbeat_s = heartbeat_s
+        self._last_event_at = anyio.current_time()
         if park is not None:
             park.bind(on_change=self._input_changed, on_expired=lambda _message: self.cancel())
 
@@ -135,6 +157,23 @@ class TurnHandle:
         if not self.done and self.awaiting_input:
             return self._record.model_copy(update={"status": "awaiting_input"})
         return self._record
+
+    @property
+    def where(self) -> str:
+        """Where the turn is: its stage before it begins, then the phase its record shows."""
+        return self.stage if self.stage is not None else phase_of(self._record)
+
+    def waiting_on(self, what: str) -> None:
+        """The turn waits for `what` before it begins (the runtime's wait callback)."""
+        self.stage = f"waiting for {what}"
+        self._notify()
+
+    def progressed(self, record: TurnRecord) -> None:
+        """The running turn's record as it grows (`TurnRequest.on_progress`); one that is finishing is
+        ignored: the stored record comes with `finish`."""
+        if not self.done and record.finished_at is None:
+            self._record = record
+            self.stage = None
 
     @property
     def awaiting_input(self) -> bool:
@@ -163,7 +202,17 @@ class TurnHandle:
         """The turn's event sink: keep the event and wake the followers."""
         self.log.append(event)
         self.updated_at = utc_now()
+        self._last_event_at = anyio.current_time()
         self._notify()
+
+    async def _beat(self, interval: float) -> None:
+        """Until cancelled: a heartbeat event whenever the turn sent none for `interval` (module docstring)."""
+        while True:
+            await anyio.sleep_until(self._last_event_at + interval)
+            if anyio.current_time() - self._last_event_at < interval:
+                continue  # an event came meanwhile
+            message = f"still running: {self.where} ({elapsed_s(self._record):.0f} s)"
+            await self.append(StatusEvent(phase=HEARTBEAT_PHASE, message=message, **self.ids()))
 
     def finish(self, record: TurnRecord) -> None:
         self._record = record
@@ -249,7 +298,7 @@ class TurnHandle:
         ending = self._ended("cancelled", _NOT_BEGUN)
         try:
             with self._scope:
-                record = await turn(self.append)
+                record = await self._beating(turn)
         except Exception as exc:  # the turn's own failures are in its record; this is what happened before it
             logger.exception("background turn %s failed", self.turn_id)
             error_type = exc.type if isinstance(exc, AgentServerError) else INTERNAL_ERROR
@@ -257,6 +306,22 @@ class TurnHandle:
             ending = self._ended("failed", ErrorInfo(type=error_type, message=message))
         finally:
             self.finish(record or await self._unfinished(stored, write, ending))
+
+    async def _beating(self, turn: Callable[[EventSink], Awaitable[TurnRecord]]) -> TurnRecord:
+        """`turn`, with heartbeats while it runs (none without `heartbeat_s`)."""
+        if self._heartbeat_s is None:
+            return await turn(self.append)
+        try:
+            ended: list[TurnRecord] = []
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._beat, self._heartbeat_s)
+                ended.append(await turn(self.append))
+                tg.cancel_scope.cancel()
+            return ended[0]
+        except BaseExceptionGroup as group:  # the task group wraps what the turn raised
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from group.exceptions[0].__cause__
+            raise
 
     async def _unfinished(self, stored: StoredRecord, write: WriteRecord | None, ending: TurnRecord) -> TurnRecord:
         """The record of a turn that did not return one: the one it stored itself before it raised (it
@@ -293,8 +358,10 @@ class BackgroundTurns:
         max_running: int = MAX_RUNNING,
         max_parked: int = MAX_PARKED,
         keep_finished: int = KEEP_FINISHED,
+        heartbeat_s: float | None = None,
     ) -> None:
         self._stored = stored
+        self._heartbeat_s = heartbeat_s
         self._write = write
         self._limits = limits or LogLimits()
         self._max_running = max_running
@@ -353,7 +420,7 @@ class BackgroundTurns:
         if self._group is None:
             raise RuntimeError("the runtime was not entered")
         self.check_room(principal, parked=park is not None)
-        handle = TurnHandle(record, self._limits, park, principal)
+        handle = TurnHandle(record, self._limits, park, principal, self._heartbeat_s)
         self._turns[handle.turn_id] = handle
         return handle
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from agent_server.agent.locks import SessionLocks
     from agent_server.mounts.toolset import MountManager
     from agent_server.runtime.owners import SessionOwners, Waiting
-    from agent_server.store.base import SessionStore, SharedStore
+    from agent_server.store.base import SessionStore, SharedStore, TurnLocks
     from agent_server.tools.base import Toolset
     from agent_server.tools.registry import ToolRegistry
     from agent_server.tools.sandbox import CommandSandbox
@@ -59,6 +59,8 @@ class Parts:
     """Each principal's turns waiting for an earlier turn of their session (`limits.queued_turns`)."""
     sandbox: CommandSandbox | None = None
     """Where `run_command` runs, for every workspace of the runtime; None when the tool is off."""
+    turn_locks: TurnLocks | None = None
+    """The store's session turn locks, shared by every process on it (SQLite, PostgreSQL); None (memory)."""
 
 
 def make_current(parts: Parts, connection: CurrentKey | None, session: SessionInfo) -> SessionInfo:
@@ -82,13 +84,26 @@ TURN_MODULES = (
 
 
 @asynccontextmanager
-async def hold_session(parts: Parts, session_id: str, deadline: float = math.inf) -> AsyncGenerator[bool]:
-    """The session's lock in this process and, with a shared store, across processes (see `SessionLocks`)."""
+async def hold_session(
+    parts: Parts, session_id: str, deadline: float = math.inf, on_busy: Callable[[], None] | None = None
+) -> AsyncGenerator[bool]:
+    """The session's lock in this process and, on a store other processes share, across them (`TurnLocks`);
+    `on_busy` is told (once) when it has to wait for either."""
+    told = False
+
+    def busy() -> None:
+        nonlocal told
+        if on_busy is not None and not told:
+            told = True
+            on_busy()
+
+    if parts.locks.busy(session_id):
+        busy()
     async with parts.locks.hold(session_id, deadline=deadline) as held:
-        if not held or parts.shared is None:
+        if not held or parts.turn_locks is None:
             yield held
             return
-        async with parts.shared.hold_turn(session_id, deadline=deadline) as held_everywhere:
+        async with parts.turn_locks.hold_turn(session_id, deadline=deadline, on_busy=busy) as held_everywhere:
             yield held_everywhere
 
 

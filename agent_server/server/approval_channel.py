@@ -9,7 +9,8 @@ client without the capability cannot be asked: no channel, and the headless poli
 The question is a flat form of one field, `decision` (`allow_once`, `allow_session`, `deny`; without
 `allow_session` for a protected path; defaulting to `deny` when the call is not shown in full), with the
 request's message: the tool, and the whole call, faithfully (`agent_server.presentation`). `accept` with a decision is
-that decision; `decline` is a denial; `cancel` is a dismissal (the call is not run either way). A
+that decision; `decline` is a denial; `cancel` is a dismissal (the call is not run either way; both are marked
+`refused`, so the gate can tell a client that declines without asking anyone from its user). A
 mounted server's own elicitation is passed on with its message (prefixed with the server's name, so
 the user knows who asks) and its schema, and its answer passed back.
 """
@@ -79,9 +80,9 @@ def approval_form(request: ApprovalRequest) -> types.ElicitRequest:
 def decision_of(result: types.ElicitResult) -> Decision:
     """The user's answer to `approval_form`."""
     if result.action == "decline":
-        return Decision("deny", "declined")
+        return Decision("deny", refused=True)
     if result.action == "cancel":
-        return Decision("cancel")
+        return Decision("cancel", refused=True)
     choice = (result.content or {}).get("decision")
     if choice not in USER_CHOICES:
         return Decision("deny", f"the answer held no valid decision ({choice!r})")

@@ -40,7 +40,7 @@ from mcp import MCPError
 from pydantic import Field
 
 from agent_server.errors import AgentServerError, InvalidArgument
-from agent_server.runtime import AgentRuntime
+from agent_server.runtime import AgentRuntime, progress
 from agent_server.server import tool_specs as specs
 from agent_server.server.connections import connection_key
 from agent_server.server.handlers import Context, error_result, outcome_result, turn_outcome
@@ -59,7 +59,6 @@ TASK_ID_BYTES = 24
 UNKNOWN_TASK = "Failed to retrieve task: Task not found"
 CHANNEL = "task"
 """The approval channel's name in turn records."""
-QUEUED = "queued: the turn begins after an earlier turn of its session (or the mounted servers' start)"
 
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
@@ -188,8 +187,8 @@ async def task_state(runtime: AgentRuntime, entry: TaskEntry) -> TaskState:
         return TaskState("input_required", waiting, handle.updated_at, input_requests=requests)
     if handle is not None and not handle.done:
         latest = handle.log.latest()
-        message = describe(latest) if latest is not None else QUEUED
-        return TaskState("working", message, handle.updated_at)
+        where = handle.where if handle.stage is not None or latest is None else describe(latest)
+        return TaskState("working", progress.status_line(handle.record, where), handle.updated_at)
     try:
         record = handle.record if handle is not None else await runtime.find_turn(entry.turn_id, entry.session_id)
     except AgentServerError as exc:
@@ -201,7 +200,7 @@ def _ended(record: TurnRecord, detail: specs.Detail) -> TaskState:
     outcome = turn_outcome(record, detail)
     updated = record.finished_at or utc_now()
     if record.status == "running":  # stored `running` but not followed here: another process runs it
-        return TaskState("working", outcome.text, updated)
+        return TaskState("working", progress.status_line(record, progress.ELSEWHERE), updated)
     status: TaskStatus = "cancelled" if record.status == "cancelled" else "completed"
     return TaskState(
         status, outcome.text if status == "cancelled" else f"turn {record.status}", updated, outcome_result(outcome)

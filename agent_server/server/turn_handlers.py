@@ -21,11 +21,12 @@ from agent_server.server.handlers import Context, Outcome, streamer_for, trace_i
 
 if TYPE_CHECKING:
     from agent_server.server.input_requests import Lent
+    from agent_server.types import TurnRecord
 
 
 async def start_background(runtime: AgentRuntime, ctx: Context, params: specs.RunTurnParams) -> Outcome:
     handle = await begin_background(runtime, ctx, params)
-    return turn_outcome(handle.record, params.detail)
+    return _progressed(runtime, handle.record, params.detail)
 
 
 async def begin_background(
@@ -53,7 +54,7 @@ async def begin_background(
 
 async def handle_turn_get(runtime: AgentRuntime, ctx: Context, params: specs.TurnGetParams) -> Outcome:
     record = await runtime.find_turn(params.turn_id, params.session_id)
-    outcome = turn_outcome(record, params.detail)
+    outcome = _progressed(runtime, record, params.detail)
     return Outcome(outcome.result, outcome.text)  # the lookup succeeded, whatever the turn's status
 
 
@@ -61,19 +62,30 @@ async def handle_turn_wait(runtime: AgentRuntime, ctx: Context, params: specs.Tu
     handle = runtime.background_turn(params.turn_id)
     if handle is None:  # not followed here: its stored record (waited for, if another replica runs it)
         record = await runtime.wait_stored_turn(params.turn_id, params.session_id, timeout_s=params.timeout_s)
-        return _waited(turn_outcome(record, params.detail), last_event=0)
+        return _waited(_progressed(runtime, record, params.detail), last_event=0)
     streamer = streamer_for(runtime, ctx)
     async with streamer.heartbeat():
         last = await handle.follow(
             streamer, follower=connection_key(ctx), after=params.after_event, timeout_s=params.timeout_s
         )
         await streamer.flush()
-    return _waited(turn_outcome(handle.record, params.detail), last_event=last)
+    return _waited(_progressed(runtime, handle.record, params.detail, last), last_event=last)
 
 
 async def handle_turn_cancel(runtime: AgentRuntime, ctx: Context, params: specs.TurnCancelParams) -> Outcome:
     record = await runtime.cancel_turn(params.turn_id)
     return turn_outcome(record, params.detail)
+
+
+def _progressed(
+    runtime: AgentRuntime, record: TurnRecord, detail: specs.Detail, last_event: int | None = None
+) -> Outcome:
+    """`turn_outcome`; a `running` one's text says where the turn is and what it did so far (so that successive
+    polls differ) and, after a wait, how to go on after its events."""
+    outcome = turn_outcome(record, detail)
+    if record.status != "running":
+        return outcome
+    return Outcome(outcome.result, runtime.running_text(record, last_event=last_event), outcome.is_error)
 
 
 def _waited(outcome: Outcome, *, last_event: int) -> Outcome:

@@ -6,6 +6,10 @@ Contract (`SqliteStore`, `MemoryStore` and `PostgresStore` keep it; `tests/unit/
 - `begin_turn` makes a turn visible as `running` and returns the history it starts from (one call:
   a turn's start costs one store round trip). `finish_turn` writes the final record and the
   turn's history messages in one transaction, so a turn is never half written.
+- A session's turns are listed in the order they *began* (took the session's turn lock), which is the
+  order their messages follow in the history (turns of a session never overlap, so each writes its messages
+  before the next begins): a turn stored `running` before it began (a background turn stored as it was
+  started, then queued: `finish_turn` with no messages) is moved last by its `begin_turn(stored=True)`.
 - `finish_turn` for a session deleted meanwhile writes nothing and returns False.
 - History messages are ordered by `seq`, increasing within a session. Compaction archives the
   messages with `seq <= archive_through_seq` (they stay stored, marked archived) and sets the
@@ -14,9 +18,10 @@ Contract (`SqliteStore`, `MemoryStore` and `PostgresStore` keep it; `tests/unit/
   message its summary folds (`live_from_seq`) and refuses with `CompactionConflict`, storing
   nothing, when a message from there on was archived meanwhile (another process compacted the
   session after this one loaded its history), since the new summary would not cover them.
-- A fork copies, into a new session, the finished turns up to `at_turn` in turn (start) order, or
-  all finished turns, and the history messages *of those turns* (membership, not position: with
-  two processes a later-started turn may have finished, and written its messages, first). A turn
+- A fork copies, into a new session, the finished turns up to `at_turn` in turn order, or
+  all finished turns, and the history messages *of those turns* (membership, not position: in a store
+  written before a session's turns queued across processes, a later turn may have finished, and written its
+  messages, first). A turn
   still running is not copied (forking at one is an `InvalidArgument`), so the fork never holds
   a `running` turn that nothing will finish. The summary and archive marks in force are kept
   while every message they could cover is in the fork, i.e. up to the first message left out.
@@ -86,8 +91,10 @@ class SessionStore(Protocol):
         """One page of every stored message (archived ones included, flagged), by seq; and the next cursor."""
         ...
 
-    async def begin_turn(self, record: TurnRecord) -> SessionHistory:
-        """Make the turn visible as `running`; returns the session's history as the turn starts from it."""
+    async def begin_turn(self, record: TurnRecord, *, stored: bool = False) -> SessionHistory:
+        """Make the turn visible as `running`, last among the session's turns; returns the session's history as
+        the turn starts from it. `stored`: this store stored the turn's `running` record when it was started
+        (before it queued); that record moves last. Otherwise a turn with this id is a `StoreError`."""
         ...
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool: ...
@@ -134,14 +141,23 @@ class SharedTask:
 
 
 @runtime_checkable
-class SharedStore(Protocol):
-    """What a store that several server processes share adds (`PostgresStore`); the runtime uses it when
-    its store has it."""
+class TurnLocks(Protocol):
+    """A store whose sessions' turn locks every process on it shares (`SqliteStore` on its state dir,
+    `PostgresStore`): a session's turns never overlap, whichever processes run them."""
 
-    def hold_turn(self, session_id: str, *, deadline: float = math.inf) -> AbstractAsyncContextManager[bool]:
+    def hold_turn(
+        self, session_id: str, *, deadline: float = math.inf, on_busy: Callable[[], None] | None = None
+    ) -> AbstractAsyncContextManager[bool]:
         """Hold the session's turn lock, shared by every process, for the block; yields False (not holding
-        it) when `deadline` (anyio's clock) passed while waiting."""
+        it) when `deadline` (anyio's clock) passed while waiting. `on_busy` is told when the lock is held
+        elsewhere, before the wait."""
         ...
+
+
+@runtime_checkable
+class SharedStore(TurnLocks, Protocol):
+    """What a store that several server replicas share adds (`PostgresStore`); the runtime uses it when
+    its store has it."""
 
     async def request_cancel(self, turn_id: str) -> None:
         """Ask every process sharing the store to cancel the turn if it runs it (see `serve_notifications`)."""

@@ -148,12 +148,14 @@ class MemoryStore:
 
     # --- turns --------------------------------------------------------------------------
 
-    async def begin_turn(self, record: TurnRecord) -> SessionHistory:
+    async def begin_turn(self, record: TurnRecord, *, stored: bool = False) -> SessionHistory:
         session = self._session(record.session_id)
         history = _history(session)
-        if record.turn_id in session.turns:
+        before = session.turns.get(record.turn_id)
+        if before is not None and not (stored and before[1].status == "running"):
             raise StoreError(f"turn {record.turn_id!r} already exists in session {record.session_id!r}")
-        session.turns[record.turn_id] = (next(self._ordinals), record)
+        session.turns.pop(record.turn_id, None)
+        session.turns[record.turn_id] = (next(self._ordinals), record)  # last: its place is where it began
         session.touch()
         return history
 

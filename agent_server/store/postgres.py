@@ -249,8 +249,9 @@ class PostgresStore:
 
     # --- turns --------------------------------------------------------------------------
 
-    async def begin_turn(self, record: TurnRecord) -> SessionHistory:
-        """Make the turn visible as `running`, owned by this instance; the history it starts from.
+    async def begin_turn(self, record: TurnRecord, *, stored: bool = False) -> SessionHistory:
+        """Make the turn visible as `running`, owned by this instance, last among the session's turns (see
+        `base`); the history it starts from.
 
         Running turns of the session left by dead replicas are marked `interrupted` first."""
 
@@ -260,6 +261,12 @@ class PostgresStore:
                 raise TurnLockLost(record.session_id)
             await db.interrupt_dead_owners(conn, self.owner_key, record.session_id)
             history = await _history(conn, record.session_id)
+            if stored:  # its own record, stored before it began, moves last (see `base`)
+                await conn.execute(
+                    "DELETE FROM turns WHERE session_id = %s AND turn_id = %s AND status = 'running'"
+                    " AND owner_key = %s",
+                    (record.session_id, record.turn_id, self.owner_key),
+                )
             try:
                 await conn.execute(
                     "INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key)"
@@ -392,9 +399,12 @@ class PostgresStore:
     # --- across replicas: turn order and cancellation ------------------------------------
 
     @asynccontextmanager
-    async def hold_turn(self, session_id: str, *, deadline: float = math.inf) -> AsyncGenerator[bool]:
+    async def hold_turn(
+        self, session_id: str, *, deadline: float = math.inf, on_busy: Callable[[], None] | None = None
+    ) -> AsyncGenerator[bool]:
         """Hold the session's turn lock (shared by every replica) for the block; yields False, not
-        holding it, when `deadline` (anyio's clock) passed while waiting for it.
+        holding it, when `deadline` (anyio's clock) passed while waiting for it; `on_busy` is told when
+        another holds it (before the wait).
 
         Raises:
             StoreError: no connection could be had, or the database failed.
@@ -405,7 +415,7 @@ class PostgresStore:
             with anyio.CancelScope(deadline=deadline):
                 try:
                     conn = await self._turns.getconn()
-                    await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (db.LOCK_SPACE, session_id))
+                    await _lock_session(conn, session_id, on_busy)
                     lease = _Lease(conn, await self._claim(conn, session_id))
                 except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                     raise StoreError(f"session store: cannot take the turn lock: {_reason(exc, '')}") from exc
@@ -655,6 +665,17 @@ async def _connect_owner(url: str, key: int, *, migrate: bool) -> Conn:
         await owner.close()
         raise
     return owner
+
+
+async def _lock_session(conn: Conn, session_id: str, on_busy: Callable[[], None] | None) -> None:
+    """Take the session's turn lock on `conn`: at once when it is free, else (telling `on_busy`) when it is."""
+    key = (db.LOCK_SPACE, session_id)
+    row = await (await conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", key)).fetchone()
+    if row is not None and row[0]:
+        return
+    if on_busy is not None:
+        on_busy()
+    await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
 
 
 async def _watch_lock(lease: _Lease, block: anyio.CancelScope) -> None:

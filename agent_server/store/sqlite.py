@@ -5,7 +5,8 @@ a busy database is waited for (`busy_timeout`), not failed on. Every sqlite call
 thread through `anyio.to_thread.run_sync`, on one connection per store guarded by a lock.
 
 Turns left `running` by a process that died are marked `interrupted` by the next `open` (see
-`_owners` for how a dead process is told from a live one).
+`_owners` for how a dead process is told from a live one). A session's turns never overlap across the
+processes either: `hold_turn` is the session's turn lock, shared through the state dir (`_turn_locks`).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,6 +45,7 @@ from agent_server.store._sqlite_db import (
     transaction,
     turn_ordinal,
 )
+from agent_server.store._turn_locks import TurnLockFiles
 from agent_server.types import (
     LOCAL_PRINCIPAL,
     CompactionRecord,
@@ -62,9 +66,10 @@ T = TypeVar("T")
 class SqliteStore:
     """The `SessionStore` on SQLite. Construct with `await SqliteStore.open(state_dir)`."""
 
-    def __init__(self, conn: sqlite3.Connection, owner: OwnerLock) -> None:
+    def __init__(self, conn: sqlite3.Connection, owner: OwnerLock, turn_locks: TurnLockFiles) -> None:
         self._conn: sqlite3.Connection | None = conn
         self._owner = owner
+        self._turn_locks = turn_locks
         self._lock = threading.Lock()
 
     @classmethod
@@ -76,6 +81,7 @@ class SqliteStore:
     def _open_sync(cls, state_dir: Path) -> SqliteStore:
         try:
             state_dir.mkdir(parents=True, exist_ok=True)
+            turn_locks = TurnLockFiles(state_dir / "turn_locks")
             owner = OwnerLock(state_dir / "owners")
         except OSError as exc:
             raise _open_failure(state_dir, exc) from exc
@@ -94,7 +100,7 @@ class SqliteStore:
             owner.release()
             raise
         logger.debug("opened the session store in %s as instance %s", state_dir, owner.instance_id)
-        return cls(conn, owner)
+        return cls(conn, owner, turn_locks)
 
     @property
     def instance_id(self) -> str:
@@ -167,6 +173,10 @@ class SqliteStore:
                 conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
 
         await self._write(run)
+        try:
+            self._turn_locks.remove(session_id)
+        except OSError as exc:  # an empty file left behind; nothing else depends on it
+            logger.warning("could not remove the turn lock file of session %s: %s", session_id, exc)
 
     # --- history ------------------------------------------------------------------------
 
@@ -200,13 +210,19 @@ class SqliteStore:
 
     # --- turns --------------------------------------------------------------------------
 
-    async def begin_turn(self, record: TurnRecord) -> SessionHistory:
-        """Make the turn visible (normally as `running`), owned by this store instance; the session's
-        history as the turn starts from it (one transaction, one worker-thread hop)."""
+    async def begin_turn(self, record: TurnRecord, *, stored: bool = False) -> SessionHistory:
+        """Make the turn visible (normally as `running`), owned by this store instance, last among the session's
+        turns (with `stored`, its `running` record stored before it began moves there: see `base`); the history
+        as the turn starts from it (one transaction, one worker-thread hop)."""
         owner = self.instance_id
 
         def run(conn: sqlite3.Connection) -> SessionHistory:
             history = _history(conn, record.session_id)
+            if stored:
+                conn.execute(
+                    "DELETE FROM turns WHERE session_id = ? AND turn_id = ? AND status = 'running' AND owner = ?",
+                    (record.session_id, record.turn_id, owner),
+                )
             conn.execute(
                 "INSERT INTO turns (session_id, turn_id, status, record, owner) VALUES (?, ?, ?, ?, ?)",
                 (record.session_id, record.turn_id, record.status, dump(record), owner),
@@ -281,6 +297,31 @@ class SqliteStore:
             return turns, common.encode_cursor("turns", rows[-1][0]) if more else None
 
         return await self._read(run)
+
+    @asynccontextmanager
+    async def hold_turn(
+        self, session_id: str, *, deadline: float = math.inf, on_busy: Callable[[], None] | None = None
+    ) -> AsyncGenerator[bool]:
+        """Hold the session's turn lock, shared by every process on the state dir, for the block; yields False
+        (not holding it) when `deadline` (anyio's clock) passed while waiting; `on_busy` is told when another
+        process holds it.
+
+        Raises:
+            StoreError: the lock file cannot be opened.
+        """
+        fd: int | None = None
+        try:
+            with anyio.CancelScope(deadline=deadline):
+                fd = await self._turn_locks.acquire(session_id, on_busy)
+        except OSError as exc:
+            raise StoreError(f"session store: cannot take the turn lock of session {session_id!r}: {exc}") from exc
+        if fd is None:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._turn_locks.release(fd)
 
     # --- compactions and forks ----------------------------------------------------------
 

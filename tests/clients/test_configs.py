@@ -176,8 +176,10 @@ async def test_snippet_starts_the_server_and_lists_its_tools(name: str, tmp_path
 
 def test_the_headless_claude_code_line_allows_tools_the_configured_server_has() -> None:
     servers = json.loads((CONFIGS / "claude_code" / ".mcp.json").read_text())["mcpServers"]
-    rules = re.findall(r"--allowedTools (mcp__[\w-]+)", (REPO / "clients" / "README.md").read_text())
+    lists = re.findall(r'--allowedTools "?(mcp__[\w,-]+)', (REPO / "clients" / "README.md").read_text())
+    rules = [rule for listed in lists for rule in listed.split(",")]
     assert rules, "clients/README.md shows no `claude -p ... --allowedTools` line"
+    assert {"mcp__agent__run_turn", "mcp__agent__turn_wait", "mcp__agent__turn_get"} <= set(rules)
     for rule in rules:
         _, server, *tool = rule.split("__")
         assert server in servers, f"{rule}: no server {server!r} in the .mcp.json"

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Elicit as ElicitForm
 from mcp.server.mcpserver import ElicitationResult, MCPServer, Resolve
 from pydantic import BaseModel
 
+from agent_server.agent import approvals as gate_module
 from tests.interaction.harness import MODES, Harness, Progress, connect, make_settings
 
 pytestmark = pytest.mark.anyio
@@ -118,14 +119,37 @@ async def test_a_user_who_accepts_lets_the_call_run(tmp_path: Path) -> None:
     assert asked.requested_schema["properties"]["decision"]["enum"] == ["allow_once", "allow_session", "deny"]
 
 
-async def test_a_user_who_declines_keeps_the_call_from_running_and_the_model_reads_why(tmp_path: Path) -> None:
+async def test_a_user_who_declines_keeps_the_call_from_running_and_the_model_reads_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gate_module, "UNASKED_S", 0.0)  # this client's user read the question first
     user = User({"work__touch": {"action": "decline"}})
-    script = [touching("a.txt"), {"expect_contains": "the user denied work__touch", "content": "ok, I did not"}]
+    expected = "the user declined the approval request for work__touch"
+    script = [touching("a.txt"), {"expect_contains": expected, "content": "ok, I did not"}]
     async with _connect(tmp_path, script, "legacy", user) as h:
         record = await _turn(h)
     assert not (tmp_path / "out" / "a.txt").exists()
     assert _approvals(record) == [("elicitation", "deny")]
     assert record["tool_calls"][0]["is_error"] is True and record["approval_count"] == 1
+
+
+@pytest.mark.parametrize(("mode", "channel"), [("legacy", "elicitation"), ("auto", "input_required")])
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+async def test_a_client_that_declines_at_once_asked_nobody_and_the_model_is_told_so(
+    tmp_path: Path, mode: str, channel: str, action: str
+) -> None:
+    """What `claude -p` and `codex exec` do with every approval form: answer `decline` within milliseconds."""
+    user = User({"work__touch": {"action": action}})
+    expected = "the client declined the approval request without asking anyone"
+    script = [touching("a.txt"), {"expect_contains": expected, "content": "ok, I did not"}]
+    async with _connect(tmp_path, script, mode, user, timeout_s=60) as h:
+        result = await h.call("run_turn", {"prompt": "touch it", "detail": "full"})
+    record = result.structured_content
+    assert record["status"] == "completed", record
+    assert not (tmp_path / "out" / "a.txt").exists()
+    assert _approvals(record) == [(channel, "client_declined")]
+    error = record["tool_rounds"][0]["tool_results"][0]
+    assert "user" not in str(error["content"])  # no user refused anything
 
 
 async def test_a_user_who_never_answers_does_not_hang_the_turn(tmp_path: Path) -> None:
@@ -157,7 +181,7 @@ async def test_a_client_that_cannot_be_asked_is_denied_at_once_by_the_headless_d
 ) -> None:
     """No elicitation capability (in either era): no channel."""
     user = None
-    script = [touching("a.txt"), {"expect_contains": "no approval channel", "content": "cannot"}]
+    script = [touching("a.txt"), {"expect_contains": "nobody could be asked", "content": "cannot"}]
     async with _connect(tmp_path, script, mode, user, timeout_s=3600) as h:
         record = await _turn(h)
     assert not (tmp_path / "out" / "a.txt").exists()

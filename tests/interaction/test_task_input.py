@@ -99,7 +99,7 @@ async def test_a_task_nobody_answers_ends_cancelled_after_park_timeout_s(tmp_pat
 
 async def test_a_task_whose_request_declared_no_elicitation_follows_the_headless_policy(tmp_path: Path) -> None:
     answers = Answers(ALLOW)
-    script = [WRITE, {"expect_contains": "no approval channel", "content": "could not"}]
+    script = [WRITE, {"expect_contains": "nobody could be asked", "content": "could not"}]
     record = await _run(tmp_path, script, answers, elicitation=False)
     assert record["status"] == "completed" and answers.asked == {}
     assert _approvals(record) == [("none", "no_channel")]

@@ -108,7 +108,7 @@ async def test_a_declined_edit_leaves_the_file_as_it_was(tmp_path: Path) -> None
                 {"name": "edit_file", "arguments": {"path": "notes.txt", "old_text": "beta", "new_text": "x"}}
             ]
         },
-        {"expect_contains": "the user denied edit_file", "content": "Left it."},
+        {"expect_contains": "declined the approval request", "content": "Left it."},
     ]
     settings = make_settings(tmp_path, tools=ToolsOptions(write=True))
     user = User({"": {"action": "decline"}})

@@ -8,6 +8,7 @@ from typing import Any, cast
 import anyio
 import pytest
 
+from agent_server.agent import approvals as approvals_module
 from agent_server.agent.approvals import ApprovalGate, approval_request, decide, masked_arguments, trusted_servers
 from agent_server.agent.tool_calls import run_tool_round
 from agent_server.approvals import (
@@ -192,9 +193,36 @@ async def test_a_call_not_allowed_is_not_run_and_the_model_reads_why(
     assert [r.decision for r in records] == [decision]
 
 
+async def test_a_question_the_client_refuses_at_once_was_asked_of_nobody_and_the_model_is_told_so() -> None:
+    """`claude -p` and `codex exec` decline every elicitation within milliseconds: no user refused anything."""
+    for answer in (Decision("deny", refused=True), Decision("cancel", refused=True)):
+        results, records, tools = await _round([touch("c1")], Channel({"c1": answer}))
+        assert tools.ran == [] and [r.decision for r in records] == ["client_declined"]
+        text = results[0].text()
+        assert "the client declined the approval request without asking anyone" in text
+        assert "user" not in text
+
+
+@pytest.mark.parametrize(
+    ("answer", "decision", "why"),
+    [
+        (Decision("deny", refused=True), "deny", "the user declined the approval request for touch"),
+        (Decision("cancel", refused=True), "cancelled", "the user dismissed the approval request for touch"),
+    ],
+)
+async def test_a_question_refused_after_a_person_could_read_it_was_refused_by_the_user(
+    monkeypatch: pytest.MonkeyPatch, answer: Decision, decision: str, why: str
+) -> None:
+    monkeypatch.setattr(approvals_module, "UNASKED_S", 0.0)  # every answer came later than a client's own
+    results, records, _ = await _round([touch("c1")], Channel({"c1": answer}))
+    assert [r.decision for r in records] == [decision]
+    assert results[0].text() == f"{why}; the tool was not run"
+
+
 async def test_without_a_channel_the_headless_policy_decides_at_once() -> None:
     results, records, tools = await _round([touch("c1")], None)
-    assert tools.ran == [] and "no approval channel: denied by approvals.headless" in results[0].text()
+    text = results[0].text()
+    assert tools.ran == [] and "nobody could be asked" in text and "denied by the headless policy" in text
     assert [(r.channel, r.decision) for r in records] == [("none", "no_channel")]
     results, records, tools = await _round([touch("c1")], None, headless="allow")
     assert tools.ran == ["c1"] and [r.decision for r in records] == ["headless_allow"]

@@ -10,7 +10,14 @@ import pytest
 
 from agent_server.errors import InvalidArgument
 from agent_server.events import AgentEvent, EventIds, EventSink, StatusEvent, TokenEvent, TurnEvent
-from agent_server.runtime.background import DROPPED_PHASE, BackgroundTurns, EventLog, LogLimits, TurnHandle
+from agent_server.runtime.background import (
+    DROPPED_PHASE,
+    HEARTBEAT_PHASE,
+    BackgroundTurns,
+    EventLog,
+    LogLimits,
+    TurnHandle,
+)
 from agent_server.runtime.park import Park
 from agent_server.types import TurnRecord, utc_now
 
@@ -163,3 +170,42 @@ async def test_a_cursor_past_the_last_event_still_gets_the_events_that_follow() 
             tg.start_soon(then_finish)
             last = await handle.follow(sink, after=99, timeout_s=5)
     assert [e.message for e in sink.events if isinstance(e, StatusEvent)] == ["step 2"] and last == 2
+
+
+class UntilHeartbeats:
+    """A sink that keeps the events and stops its follower (cancels `scope`) after `count` heartbeats."""
+
+    def __init__(self, scope: anyio.CancelScope, count: int) -> None:
+        self.events: list[AgentEvent] = []
+        self._scope, self._count = scope, count
+
+    async def __call__(self, event: AgentEvent) -> None:
+        self.events.append(event)
+        beats = [e for e in self.events if isinstance(e, StatusEvent) and e.phase == HEARTBEAT_PHASE]
+        if len(beats) >= self._count:
+            self._scope.cancel()
+
+
+async def test_a_turn_that_sends_nothing_gets_heartbeats_in_its_log_so_every_poll_sees_something_new() -> None:
+    never = anyio.Event()
+    with anyio.fail_after(5):
+        async with BackgroundTurns(_stored, heartbeat_s=0.01) as turns:
+            handle = turns.start(_record(), _blocked(never))
+            with anyio.CancelScope() as scope:
+                sink = UntilHeartbeats(scope, 2)
+                await handle.follow(sink, timeout_s=5)
+            first = handle.log.last_seq
+            with anyio.CancelScope() as scope:
+                await handle.follow(UntilHeartbeats(scope, 1), after=first, timeout_s=5)
+            assert handle.log.last_seq > first  # a second poll (after_event=first) has something new
+    beats = [e for e in sink.events if isinstance(e, StatusEvent)]
+    assert [e.phase for e in beats] == [HEARTBEAT_PHASE, HEARTBEAT_PHASE]
+    assert beats[0].message.startswith("still running: starting (")  # where it is: its stage, before it began
+
+
+def test_heartbeats_are_dropped_first_with_token_deltas() -> None:
+    log = EventLog(LogLimits(max_events=3, max_bytes=10**6))
+    beat = StatusEvent(phase=HEARTBEAT_PHASE, message="still running", **IDS)
+    for event in (TurnEvent(prompt="p", **IDS), beat, _status(1), beat, _status(2)):
+        log.append(event)
+    assert [seq for seq, _ in log.since(0).events] == [1, 3, 5]

@@ -212,6 +212,22 @@ async def test_begin_turn_twice_is_a_store_error(store: SessionStore) -> None:
         await store.begin_turn(record)
 
 
+async def test_a_turn_stored_before_it_began_moves_last_when_it_begins(store: SessionStore) -> None:
+    """A background turn is stored `running` when started; a turn that began meanwhile ran before it, so its
+    place (and its messages') is after that one, where its `begin_turn(stored=True)` puts it."""
+    session = await store.create_session(title="s", metadata={})
+    queued = running(session.session_id).model_copy(update={"prompt": "queued"})
+    assert await store.finish_turn(queued, [])
+    await run_turn(store, session.session_id, "ran first")
+    await store.begin_turn(queued, stored=True)
+    await store.finish_turn(completed(queued), [Message(role="user", content="queued")])
+    turns, _ = await store.list_turns(session.session_id, cursor=None, limit=10)
+    assert [t.prompt for t in turns] == ["ran first", "queued"]
+    assert [t.status for t in turns] == ["completed", "completed"]
+    history = await store.load_history(session.session_id)
+    assert [m.message.content for m in history.messages if m.message.role == "user"] == ["ran first", "queued"]
+
+
 async def test_finish_turn_writes_record_and_messages(store: SessionStore) -> None:
     session = await store.create_session(title="s", metadata={})
     first = await run_turn(store, session.session_id, "one")

@@ -434,3 +434,79 @@ async def test_a_version_4_store_gives_its_sessions_to_the_local_principal_and_f
         assert "turns_by_id" in str(plan)
     finally:
         conn.close()
+
+
+# --- the session turn lock, shared through the state dir -------------------------------------
+
+# argv: state dir, session id. Takes the session's turn lock, says "held", then dies holding it.
+LOCK_HOLDING_CHILD = textwrap.dedent(
+    """
+    import os, sys, anyio
+    from pathlib import Path
+    from agent_server.store.sqlite import SqliteStore
+
+    async def main():
+        store = await SqliteStore.open(Path(sys.argv[1]))
+        async with store.hold_turn(sys.argv[2]):
+            sys.stdout.write("held\\n")
+            sys.stdout.flush()
+            sys.stdin.readline()
+            os._exit(0)
+
+    anyio.run(main)
+    """
+)
+
+
+async def test_a_sessions_turn_lock_is_held_against_every_other_store_on_the_state_dir(tmp_path: Path) -> None:
+    one, two = await SqliteStore.open(tmp_path), await SqliteStore.open(tmp_path)
+    busy: list[str] = []
+    try:
+        with anyio.fail_after(10):
+            async with one.hold_turn("ses_a") as held:
+                assert held
+                deadline = anyio.current_time() + 0.2
+                async with two.hold_turn("ses_a", deadline=deadline, on_busy=lambda: busy.append("a")) as waited:
+                    assert waited is False  # the deadline passed while the other store held it
+                async with two.hold_turn("ses_b", on_busy=lambda: busy.append("b")) as other:
+                    assert other  # another session is free
+            async with two.hold_turn("ses_a") as after:
+                assert after  # released with the block
+    finally:
+        await one.close()
+        await two.close()
+    assert busy == ["a"]
+
+
+async def test_a_dead_processs_turn_lock_is_free_at_once(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", LOCK_HOLDING_CHILD, str(tmp_path), "ses_x"]
+    store = await SqliteStore.open(tmp_path)
+    try:
+        with anyio.fail_after(20):
+            async with await anyio.open_process(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=CHILD_ENV
+            ) as child:
+                assert child.stdin is not None
+                assert await read_line(child) == b"held\n"
+                async with store.hold_turn("ses_x", deadline=anyio.current_time() + 0.1) as held:
+                    assert held is False  # the child holds it
+                await child.stdin.send(b"\n")
+                await child.wait()
+            async with store.hold_turn("ses_x", deadline=anyio.current_time() + 5) as held:
+                assert held  # the kernel dropped the dead child's lock
+    finally:
+        await store.close()
+
+
+async def test_deleting_a_session_removes_its_turn_lock_file(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path)
+    try:
+        session = await store.create_session(title="s", metadata={})
+        async with store.hold_turn(session.session_id) as held:
+            assert held
+        lock_file = tmp_path / "turn_locks" / f"{session.session_id}.lock"
+        assert lock_file.exists()
+        await store.delete_session(session.session_id)
+        assert not lock_file.exists()
+    finally:
+        await store.close()
