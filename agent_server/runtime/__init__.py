@@ -66,6 +66,9 @@ from agent_server.runtime.parts import (
     workspace_tools,
 )
 from agent_server.settings import Settings
+from agent_server.telemetry import NO_TELEMETRY, Telemetry, TurnTrace, turn_trace_id
+from agent_server.trace_context import TraceContext
+from agent_server.tracing import tracing_on
 from agent_server.types import (
     LOCAL_PRINCIPAL,
     CompactionRecord,
@@ -93,6 +96,7 @@ if TYPE_CHECKING:
     from agent_server.store.base import SharedTask
     from agent_server.tools.base import Toolset
     from agent_server.tools.sandbox import SandboxState
+    from agent_server.tracing.setup import Tracing
 
 __all__ = [
     "CONFIGURE",
@@ -186,6 +190,8 @@ class _Shared:
     parts: Parts | None = None
     background: BackgroundTurns | None = None
     entries: int = 0
+    tracing: Tracing | None = None
+    """OpenTelemetry, while the runtime is entered with tracing on (`agent_server.tracing`)."""
     opening: anyio.Lock = field(default_factory=anyio.Lock)
     running: dict[str, anyio.CancelScope] = field(default_factory=dict[str, anyio.CancelScope])
     """turn id -> the scope a cancel request from another process cancels (see `_cancel_here`)."""
@@ -211,9 +217,11 @@ class AgentRuntime:
                 mounted stdio servers (default `os.environ`; mounts' `${VAR}` were expanded by the settings).
 
         Raises:
-            ConfigError: the settings name a model or mounts that cannot be built.
+            ConfigError: the settings name a model or mounts that cannot be built, or ask for traces
+                without the `otel` extra.
         """
         env = os.environ if environ is None else environ
+        self._traced = tracing_on(settings, env)
         self.settings = settings
         self._llm = llm if llm is not None else fixed_llm(settings, env)
         self._open_store = store_opener(settings)
@@ -262,6 +270,13 @@ class AgentRuntime:
         stack = AsyncExitStack()
         await stack.__aenter__()
         self._shared.stack = stack
+        if self._traced:  # exits last: the spans of everything below are flushed
+            from agent_server.tracing import opened
+
+            provider = self._llm.name if self._llm is not None else None
+            self._shared.tracing = await stack.enter_async_context(
+                opened(self.settings, self._environ, provider=provider)
+            )
         if self._mount_configs:
             from agent_server.mounts.toolset import MountManager
 
@@ -293,7 +308,7 @@ class AgentRuntime:
         shared.entries -= 1
         if shared.entries:
             return None
-        shared.stack, shared.background = None, None
+        shared.stack, shared.background, shared.tracing = None, None, None
         return await stack.__aexit__(exc_type, exc, tb)
 
     async def _close_store(self) -> None:
@@ -378,6 +393,8 @@ class AgentRuntime:
         session_tools: SessionTools | None = None,
         park: Park | None = None,
         begun: bool = False,
+        trace_context: TraceContext | None = None,
+        turn_trace: TurnTrace | None = None,
     ) -> TurnRecord:
         """Run one agent turn and return its stored record, however it ended.
 
@@ -391,7 +408,9 @@ class AgentRuntime:
         `session_tools` (from `session_tools()`): the tools and workspace of that session instead of the
         runtime's own. `park`: the turn's park, whose expiry (not a cancel of the caller's) the record then
         names as the reason it was cancelled. `begun`: the turn's `running` record (`turn_id`) is stored already
-        (`start_turn` stores it before it returns).
+        (`start_turn` stores it before it returns). `trace_context`: the caller's W3C trace context (a front
+        door's request `_meta`), which the turn's trace continues; without it the turn's span is a child of the
+        span current here, if any (README "Traces"). `turn_trace`: the trace `start_turn` began for the turn.
 
         Raises:
             SessionNotFound: `session_id` is unknown.
@@ -413,12 +432,14 @@ class AgentRuntime:
                 await manager.wait_started()
         wait("an earlier turn of this session to finish")
         turn_id = turn_id or new_id("turn")
+        traced = turn_trace or self._telemetry.turn(trace_context, model=model)
+        traced.began(session_id=session, turn_id=turn_id)
         try:
             async with self._hold_queued(parts, session, deadline, counted=not begun):
                 request = TurnRequest(
                     prompt=prompt,
                     session_id=session,
-                    trace_id=trace_id or new_id("trace"),
+                    trace_id=turn_trace_id(traced, trace_context, trace_id) or new_id("trace"),
                     max_tool_passes=self.settings.max_tool_passes if max_tool_passes is None else max_tool_passes,
                     timeout_s=timeout,
                     deadline=deadline,
@@ -434,8 +455,10 @@ class AgentRuntime:
                 deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
                 scope = self._shared.running[turn_id] = anyio.CancelScope()
                 try:
-                    with scope:
-                        return await run_turn(deps, request, on_event or DISCARD)
+                    with scope, traced.running():
+                        record = await run_turn(deps, request, on_event or DISCARD)
+                        traced.finish(record)
+                        return record
                 finally:
                     del self._shared.running[turn_id]
                 # Only a cancel request through the shared store (`_cancel_here`) gets here: the turn stored its
@@ -446,6 +469,8 @@ class AgentRuntime:
                 return await parts.store.get_turn(session, turn_id)
             except TurnNotFound:  # lost before the turn began
                 raise lost from None
+        finally:
+            traced.end()
 
     async def start_turn(
         self,
@@ -454,6 +479,7 @@ class AgentRuntime:
         session_id: str | None = None,
         connection: str | None = DEFAULT_CONNECTION,
         trace_id: str | None = None,
+        trace_context: TraceContext | None = None,
         **options: Unpack[TurnOptions],
     ) -> TurnHandle:
         """Start a turn in the background and return its handle at once (its record says `running`).
@@ -484,7 +510,8 @@ class AgentRuntime:
         background.check_room(self._principal, parked=park is not None)  # before a session is made for it
         parts = await self._ready()
         session = await self._session_for_turn(parts, session_id, connection, prompt)
-        trace_id = trace_id or new_id("trace")
+        traced = self._telemetry.turn(trace_context, model=options.get("model"))  # from now: queueing counts
+        trace_id = turn_trace_id(traced, trace_context, trace_id) or new_id("trace")
         record = TurnRecord(
             turn_id=new_id("turn"),
             session_id=session,
@@ -505,6 +532,7 @@ class AgentRuntime:
                 trace_id=trace_id,
                 turn_id=record.turn_id,
                 begun=True,
+                turn_trace=traced,
                 **options,
             )
 
@@ -516,6 +544,7 @@ class AgentRuntime:
                 raise SessionNotFound(session)
         except BaseException:
             background.withdraw(handle)
+            traced.end()
             raise
         background.launch(handle, turn)
         return handle
@@ -684,7 +713,17 @@ class AgentRuntime:
 
         llm = self._model_for(client_model)
         settings = self.settings if session_tools is None else session_tools.settings
-        return AgentDeps(settings=settings, store=parts.store, llm=llm, tools=tools or parts.registry)
+        tracing = self._shared.tracing
+        if tracing is not None:
+            llm = tracing.wrap_llm(llm)
+        return AgentDeps(
+            settings=settings, store=parts.store, llm=llm, tools=tools or parts.registry, telemetry=self._telemetry
+        )
+
+    @property
+    def _telemetry(self) -> Telemetry:
+        tracing = self._shared.tracing
+        return NO_TELEMETRY if tracing is None else tracing.telemetry
 
     @asynccontextmanager
     async def session_tools(self, workspace: Path, mounts: Sequence[MountConfig] = ()) -> AsyncGenerator[SessionTools]:
