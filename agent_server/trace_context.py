@@ -3,14 +3,18 @@
 MCP reserves the `_meta` keys `traceparent` and `tracestate` for W3C Trace Context (SEP-414: the values are
 those of the HTTP headers of the same names); ACP requests may carry them the same way. A front door reads
 them with `TraceContext.from_meta` and hands the result to the runtime, whose turn span then continues the
-caller's trace (README "Traces"). Nothing here imports OpenTelemetry: the value is plain data, cheap to make
-whether tracing is on or off, and a malformed header is simply no context (the W3C rule: start afresh).
+caller's trace (README "Traces"). The other way, a traced tool call sets the context its outgoing requests
+carry (`carrying`), and the mounted servers' client puts it in each call's `_meta` (`outgoing`). Nothing here
+imports OpenTelemetry: the value is plain data, cheap to make whether tracing is on or off, and a malformed
+header is simply no context (the W3C rule: start afresh).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 TRACEPARENT = "traceparent"
@@ -61,3 +65,21 @@ class TraceContext:
         if self.tracestate is not None:
             entries[TRACESTATE] = self.tracestate
         return entries
+
+
+_outgoing: ContextVar[TraceContext | None] = ContextVar("agent_server_outgoing_trace", default=None)
+
+
+@contextmanager
+def carrying(context: TraceContext | None) -> Generator[None]:
+    """While the block runs (in this task and those it starts), requests to mounted servers carry `context`."""
+    token = _outgoing.set(context)
+    try:
+        yield
+    finally:
+        _outgoing.reset(token)
+
+
+def outgoing() -> TraceContext | None:
+    """The trace context a request made here should carry in its `_meta` (None: none to add)."""
+    return _outgoing.get()

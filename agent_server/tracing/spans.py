@@ -26,7 +26,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from agent_server.trace_context import TraceContext
+from agent_server.trace_context import TraceContext, carrying
 from agent_server.tracing.content import Content
 from agent_server.types import ApprovalRecord, CompactionRecord, ToolCall, ToolResult, TurnRecord, Usage
 
@@ -176,7 +176,7 @@ class OtelTelemetry:
         }
         if self._content is not None:
             attributes["gen_ai.tool.call.arguments"] = self._content.arguments(call)
-        with self._span(f"execute_tool {call.name}", attributes) as span:
+        with self._span(f"execute_tool {call.name}", attributes) as span, carrying(_context_of(span)):
             yield OtelTool(span, self._content)
 
     @contextmanager
@@ -209,3 +209,10 @@ class OtelTelemetry:
             watching(span),
         ):
             yield span
+
+
+def _context_of(span: Span) -> TraceContext | None:
+    """`span`'s W3C context, as a mounted server's call carries it in `_meta` (SEP-414)."""
+    carrier: dict[str, str] = {}
+    _W3C.inject(carrier, context=trace.set_span_in_context(span))
+    return TraceContext.from_meta(carrier)
