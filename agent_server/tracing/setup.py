@@ -32,7 +32,7 @@ from agent_server.tracing.spans import OtelTelemetry
 logger = logging.getLogger(__name__)
 
 SERVICE = "agent-server"
-FLUSH_TIMEOUT_MS = 5000
+FLUSH_TIMEOUT_MS = 1000
 """How long leaving the runtime waits for pending spans to be exported."""
 
 
