@@ -9,10 +9,12 @@ model whose turns each run one `list_dir` tool round and answer:
   unfindable, as if the extra were not installed), no `OTEL_*` variable either: the baseline;
 - `on`: settings `tracing: true` with `OTEL_TRACES_EXPORTER=none`: every span is made, none is exported.
 
-Per round, each variant (in a rotating order) is spawned and timed to its first `tools/list` result, then runs
-`turns` sequential `run_turn`s (each in a fresh session, created untimed); per turn = total / turns. The headline
-is the ratio of the medians, installed / absent (goal: at most 1.05, i.e. no measurable cost); on / absent is
-printed too. Nothing is timed in CI: `tests/test_bench_smoke.py` runs it at tiny sizes.
+Spawns: per round, each variant (in a rotating order) is spawned, timed to its first `tools/list` result, and
+closed. Turns: the three processes then stay up, and per round each (in a rotating order) runs a block of `turns`
+sequential `run_turn`s (each in a fresh session, created untimed); per turn = block / turns, so the three are
+measured seconds apart. The headline is the ratio of the medians, installed / absent (goal: at most 1.05, i.e. no
+measurable cost), with the median of the per-round ratios beside it; on / absent is printed too. Nothing is
+timed in CI: `tests/test_bench_smoke.py` runs it at tiny sizes.
 
     python bench/tracing_cost.py [--rounds 7] [--warmup 1] [--turns 20] [--json]
 """
@@ -63,45 +65,79 @@ def launch_argv(variant: str, workspace: Path, state: Path, script: Path, config
     return argv + (["--config", str(config)] if config is not None else [])
 
 
-async def one_variant(argv: list[str], cwd: Path, turns: int) -> tuple[float, float]:
-    """(seconds from spawn to the first tools/list result, seconds per turn over `turns` turns)."""
+async def spawned(argv: list[str], cwd: Path) -> float:
+    """Seconds from spawn to the first tools/list result (the process then exits)."""
     start = time.perf_counter()
     async with RpcServer.spawn(argv, cwd, name="agent-server") as server:
         await server.request("tools/list")
-        spawned = time.perf_counter() - start
-        elapsed = 0.0
-        for i in range(turns):
-            session = await server.call_tool("session_create", {"title": f"bench {i}"})
-            args = {"prompt": "list", "session_id": session["structuredContent"]["session_id"]}
-            began = time.perf_counter()
-            result = await server.call_tool("run_turn", args)
-            elapsed += time.perf_counter() - began
-            if result["structuredContent"]["status"] != "completed":
-                raise RuntimeError(f"turn ended {result['structuredContent']['status']}")
-    return spawned, elapsed / turns
+        return time.perf_counter() - start
+
+
+async def per_turn(server: RpcServer, turns: int) -> float:
+    """Seconds per turn over `turns` sequential turns, each in a fresh session (created untimed)."""
+    elapsed = 0.0
+    for i in range(turns):
+        session = await server.call_tool("session_create", {"title": f"bench {i}"})
+        args = {"prompt": "list", "session_id": session["structuredContent"]["session_id"]}
+        began = time.perf_counter()
+        result = await server.call_tool("run_turn", args)
+        elapsed += time.perf_counter() - began
+        if result["structuredContent"]["status"] != "completed":
+            raise RuntimeError(f"turn ended {result['structuredContent']['status']}")
+    return elapsed / turns
+
+
+def _rotated(i: int) -> tuple[str, ...]:
+    return VARIANTS[i % 3 :] + VARIANTS[: i % 3]
 
 
 async def run(rounds: int, warmup: int, turns: int) -> dict[str, Any]:
     info = machine()
     spawns: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    per_turn: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    turn_s: dict[str, list[float]] = {v: [] for v in VARIANTS}
     with tempfile.TemporaryDirectory(prefix="bench-tracing-") as tmp_name:
         tmp = Path(tmp_name)
         workspace = tmp / "workspace"
         workspace.mkdir()
         config = tmp / "tracing.json"
         config.write_text(json.dumps({"tracing": True}))
-        for i in range(warmup + rounds):
-            order = VARIANTS[i % 3 :] + VARIANTS[: i % 3]
-            for variant in order:
-                script = write_script(tmp / f"script-{variant}-{i}.json", [TOOL_CALL, ANSWER] * turns)
-                state = tmp / f"state-{variant}-{i}"
-                argv = launch_argv(variant, workspace, state, script, config if variant == "on" else None)
-                spawned, turn = await one_variant(argv, tmp, turns)
+        script = write_script(tmp / "script.json", [TOOL_CALL, ANSWER] * turns * (warmup + rounds))
+
+        def argv(variant: str, name: str) -> list[str]:
+            return launch_argv(variant, workspace, tmp / f"state-{name}", script, config if variant == "on" else None)
+
+        for i in range(warmup + rounds):  # spawns: one process per variant per round, then it exits
+            for variant in _rotated(i):
+                seconds = await spawned(argv(variant, f"spawn-{variant}-{i}"), tmp)
                 if i >= warmup:
-                    spawns[variant].append(spawned)
-                    per_turn[variant].append(turn)
-    turn_median = {v: statistics.median(per_turn[v]) for v in VARIANTS}
+                    spawns[variant].append(seconds)
+        async with (  # turns: the three processes stay up; each round times a block of turns on each
+            RpcServer.spawn(argv("installed", "installed"), tmp, name="installed") as installed,
+            RpcServer.spawn(argv("absent", "absent"), tmp, name="absent") as absent,
+            RpcServer.spawn(argv("on", "on"), tmp, name="on") as on,
+        ):
+            servers = {"installed": installed, "absent": absent, "on": on}
+            for i in range(warmup + rounds):
+                for variant in _rotated(i):
+                    seconds = await per_turn(servers[variant], turns)
+                    if i >= warmup:
+                        turn_s[variant].append(seconds)
+    return _result(info, rounds, warmup, turns, spawns, turn_s)
+
+
+def _paired(a: list[float], b: list[float]) -> float:
+    return statistics.median(x / y for x, y in zip(a, b, strict=True))
+
+
+def _result(
+    info: dict[str, Any],
+    rounds: int,
+    warmup: int,
+    turns: int,
+    spawns: dict[str, list[float]],
+    turn_s: dict[str, list[float]],
+) -> dict[str, Any]:
+    turn_median = {v: statistics.median(turn_s[v]) for v in VARIANTS}
     spawn_median = {v: statistics.median(spawns[v]) for v in VARIANTS}
     ratio = turn_median["installed"] / turn_median["absent"]
     return {
@@ -110,11 +146,13 @@ async def run(rounds: int, warmup: int, turns: int) -> dict[str, Any]:
         "warmup": warmup,
         "turns": turns,
         "order": "rotating per round (installed, absent, on)",
-        "per_turn_s": {v: [round(x, 6) for x in per_turn[v]] for v in VARIANTS},
+        "per_turn_s": {v: [round(x, 6) for x in turn_s[v]] for v in VARIANTS},
         "per_turn_median_s": {v: round(turn_median[v], 6) for v in VARIANTS},
         "spawn_median_s": {v: round(spawn_median[v], 4) for v in VARIANTS},
         "ratio": round(ratio, 3),
+        "paired_ratio_median": round(_paired(turn_s["installed"], turn_s["absent"]), 3),
         "ratio_on": round(turn_median["on"] / turn_median["absent"], 3),
+        "paired_ratio_on_median": round(_paired(turn_s["on"], turn_s["absent"]), 3),
         "spawn_ratio": round(spawn_median["installed"] / spawn_median["absent"], 3),
         "spawn_ratio_on": round(spawn_median["on"] / spawn_median["absent"], 3),
         "goal": f"<= {GOAL} (installed but unconfigured / absent, per turn)",
@@ -134,8 +172,10 @@ def render(r: dict[str, Any]) -> str:
             f" on {t['on'] * 1e3:.2f} ms",
             f"spawn to tools/list (median): installed {s['installed'] * 1e3:.0f} ms, absent {s['absent'] * 1e3:.0f} ms,"
             f" on {s['on'] * 1e3:.0f} ms",
-            f"ratio per turn (installed / absent): {r['ratio']:.3f}",
-            f"ratio per turn (on / absent): {r['ratio_on']:.3f}",
+            f"ratio per turn (installed / absent): {r['ratio']:.3f}"
+            f" (median of per-round ratios {r['paired_ratio_median']:.3f})",
+            f"ratio per turn (on / absent): {r['ratio_on']:.3f}"
+            f" (median of per-round ratios {r['paired_ratio_on_median']:.3f})",
             f"ratio spawn (installed / absent): {r['spawn_ratio']:.3f}; (on / absent): {r['spawn_ratio_on']:.3f}",
             goal_line(r["ratio"], GOAL),
             *machine_lines(r),

@@ -1,8 +1,8 @@
-"""Spans for tests: one process-wide tracer provider (OpenTelemetry allows one), exporting to a test's
-`InMemorySpanExporter` only while that test captures, so other tests never accumulate spans.
-
-The provider is installed globally, as `agent-server` installs its own when tracing turns on, so the MCP SDK's
-request spans appear too (as in production). Tests that use it skip cleanly when the `otel` extra is missing.
+"""Spans for tests: each capture has its own tracer provider (SDK, `InMemorySpanExporter`), handed to the
+runtimes entered meanwhile through `agent_server.tracing.use_provider`; nothing is installed globally, so no other
+test (nor this process's own MCP clients) is ever traced. The MCP SDK's request spans, which use the global
+provider, are therefore not captured here: `tests/subprocess/test_traces.py` sees them, from a real server.
+Tests that use it skip cleanly when the `otel` extra is missing.
 """
 
 from __future__ import annotations
@@ -17,49 +17,21 @@ import pytest
 pytest.importorskip("opentelemetry.sdk", reason="needs the otel extra: pip install 'agent-server[otel]'")
 
 from opentelemetry import trace  # noqa: E402
-from opentelemetry.context import Context  # noqa: E402
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-
-class _Gate(SpanProcessor):
-    """Hands ended spans to the capturing test's exporter, or drops them."""
-
-    def __init__(self) -> None:
-        self.exporter: InMemorySpanExporter | None = None
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        return None
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if self.exporter is not None:
-            self.exporter.export([span])
-
-    def shutdown(self) -> None:
-        return None
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-
-_gate: _Gate | None = None
-
-
-def _installed() -> _Gate:
-    global _gate
-    if _gate is None:
-        if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
-            raise RuntimeError("another global tracer provider is set")
-        _gate = _Gate()
-        provider = TracerProvider()
-        provider.add_span_processor(_gate)
-        trace.set_tracer_provider(provider)
-    return _gate
+from agent_server.tracing import use_provider  # noqa: E402
 
 
 @dataclass
 class Spans:
     exporter: InMemorySpanExporter
+    provider: TracerProvider
+
+    def tracer(self, name: str) -> trace.Tracer:
+        """A tracer of this capture's provider (a test's own "caller" spans)."""
+        return self.provider.get_tracer(name)
 
     def all(self) -> list[ReadableSpan]:
         return list(self.exporter.get_finished_spans())
@@ -97,13 +69,12 @@ class Spans:
 
 @contextmanager
 def capture() -> Iterator[Spans]:
-    gate = _installed()
     exporter = InMemorySpanExporter()
-    gate.exporter = exporter
-    try:
-        yield Spans(exporter)
-    finally:
-        gate.exporter = None
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with use_provider(provider):
+        yield Spans(exporter, provider)
+    provider.shutdown()
 
 
 def hex_ids(span: ReadableSpan) -> tuple[str, str]:

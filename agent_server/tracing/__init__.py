@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from collections.abc import AsyncGenerator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Generator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
@@ -68,12 +68,38 @@ def tracing_on(settings: Settings, environ: Mapping[str, str]) -> bool:
     return False
 
 
+_override: list[object] = []
+"""The providers given to `use_provider`, innermost last."""
+
+
+@contextmanager
+def use_provider(provider: object) -> Generator[None]:
+    """Runtimes entered while the block runs trace with `provider` (an OpenTelemetry `TracerProvider`) instead of
+    the global one, which is then neither used nor installed: for tests, or a program that keeps agent-server's
+    spans apart from its own."""
+    _override.append(provider)
+    try:
+        yield
+    finally:
+        _override.remove(provider)
+
+
+def overriding_provider() -> object | None:
+    return _override[-1] if _override else None
+
+
 @asynccontextmanager
 async def opened(settings: Settings, environ: Mapping[str, str], *, provider: str | None) -> AsyncGenerator[Tracing]:
     """The tracing of one runtime while the block runs; `provider` names the configured model's provider."""
-    # The SDK, the exporter and protobuf take a while to import: not on the event loop.
-    setup = await anyio.to_thread.run_sync(importlib.import_module, "agent_server.tracing.setup")
-    tracing: Tracing = setup.Tracing.from_environment(settings, environ, provider=provider)
+
+    # Importing the SDK, the exporter and protobuf takes a while, and so does making the provider (resource
+    # detection, the exporter's session, the batch thread): not on the event loop.
+    def build() -> Tracing:
+        from agent_server.tracing.setup import Tracing
+
+        return Tracing.from_environment(settings, environ, provider=provider)
+
+    tracing = await anyio.to_thread.run_sync(build)
     try:
         yield tracing
     finally:

@@ -1,6 +1,7 @@
 """The tracer provider, from OpenTelemetry's own configuration (imported only when tracing is on).
 
-A provider the program installed itself (an embedding application that set up OpenTelemetry) is used as it is.
+A provider given to `agent_server.tracing.use_provider`, or one the program installed itself (an embedding
+application that set up OpenTelemetry), is used as it is.
 Otherwise one is made the SDK's way: `TracerProvider()` reads the sampler (`OTEL_TRACES_SAMPLER`,
 `OTEL_TRACES_SAMPLER_ARG`) and span limits, `Resource.create()` the service name and resource attributes
 (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`; the service is `agent-server` when they name none),
@@ -25,6 +26,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 
 from agent_server.llm.base import LLMClient
 from agent_server.settings import Settings
+from agent_server.tracing import overriding_provider
 from agent_server.tracing.content import Content, environment_secrets
 from agent_server.tracing.llm import TracedLLM
 from agent_server.tracing.spans import OtelTelemetry
@@ -74,7 +76,11 @@ class Tracing:
 
 
 def tracer_provider(environ: Mapping[str, str]) -> trace.TracerProvider:
-    """The program's own provider if it set one, else a new one from the environment, installed globally."""
+    """The provider of `use_provider`, else the program's own if it set one, else a new one from the environment,
+    installed globally."""
+    given = overriding_provider()
+    if isinstance(given, trace.TracerProvider):
+        return given
     current = trace.get_tracer_provider()
     if not isinstance(current, trace.ProxyTracerProvider):
         return current

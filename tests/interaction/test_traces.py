@@ -25,8 +25,7 @@ def spans() -> Iterator[Spans]:
 
 
 def traceparent_of(span: trace.Span) -> Any:
-    """The caller's `_meta`: its span's context, as a caller without the MCP SDK's instrumentation sends it (the
-    client SDK here may replace it by a child span's of the same trace: the handshake era's dispatcher does)."""
+    """The caller's `_meta`: its span's context, as a caller sends it (SEP-414)."""
     context = span.get_span_context()
     return {"traceparent": f"00-{trace.format_trace_id(context.trace_id)}-{trace.format_span_id(context.span_id)}-01"}
 
@@ -64,7 +63,7 @@ async def test_a_turn_with_a_mounted_tool_round_is_one_tree_under_the_caller(
 ) -> None:
     seen: list[dict[str, Any]] = []
     mounts = {"mnt": probe_server(seen)}
-    caller = trace.get_tracer("test-caller")
+    caller = spans.tracer("test-caller")
     async with connect(tmp_path, TOOL_ROUND, mode=mode, settings=_settings(tmp_path), in_process_mounts=mounts) as h:
         with caller.start_as_current_span("caller") as span:
             result = await h.call("run_turn", {"prompt": "probe it"}, meta=traceparent_of(span))
@@ -76,10 +75,7 @@ async def test_a_turn_with_a_mounted_tool_round_is_one_tree_under_the_caller(
     tree = "\n".join(spans.tree(turn, KEYS))
     assert [s.name for s in spans.children(turn)] == ["chat", "execute_tool mnt__probe", "chat"], tree
     assert hex_ids(turn)[0] == caller_trace == record["trace_id"]  # the record finds its trace
-    chain = [turn]
-    while (up := spans.parent(chain[-1])) is not None:
-        chain.append(up)
-    assert chain[-1].name == "caller" and "tools/call run_turn" in [s.name for s in chain], tree
+    assert spans.parent(turn) is spans.one("caller"), tree  # through `_meta` (the MCP SDK extracts it)
 
     attributes = dict(turn.attributes or {})
     assert attributes["gen_ai.operation.name"] == "invoke_agent"
@@ -94,12 +90,10 @@ async def test_a_turn_with_a_mounted_tool_round_is_one_tree_under_the_caller(
     assert tool_attributes["gen_ai.tool.call.id"] == "call_1"
     assert tool.status.status_code.name == "UNSET"
 
-    # The mounted server got the tool call's context: its traceparent names a span of this tree below the tool's.
+    # The mounted server got the tool call's context in its `_meta`.
     assert len(seen) == 1
-    version, trace_id, parent_id, _flags = seen[0]["traceparent"].split("-")
-    assert trace_id == caller_trace
-    sent = next(s for s in spans.all() if hex_ids(s)[1] == parent_id)
-    assert spans.parent(sent) is tool or sent is tool, tree
+    _version, trace_id, parent_id, _flags = seen[0]["traceparent"].split("-")
+    assert (trace_id, parent_id) == hex_ids(tool), tree
 
 
 async def test_failures_set_error_type_and_status(tmp_path: Path, mode: str, spans: Spans) -> None:
@@ -206,11 +200,11 @@ async def test_a_background_turn_keeps_one_trace_id_in_record_and_span(tmp_path:
 
 
 async def test_without_tracing_the_server_makes_no_spans_of_its_own(tmp_path: Path, mode: str, spans: Spans) -> None:
-    """Off, only the MCP SDK's own request spans exist; the record takes the caller's trace id (its `traceparent`),
-    as it did before tracing existed."""
-    caller = trace.get_tracer("test-caller")
+    """Off, the server makes no span; the record takes the caller's trace id (its `traceparent`), as it did before
+    tracing existed."""
+    caller = spans.tracer("test-caller")
     async with connect(tmp_path, [{"content": "quiet"}], mode=mode, settings=make_settings(tmp_path)) as h:
         with caller.start_as_current_span("caller") as span:
             record = (await h.call("run_turn", {"prompt": "x"}, meta=traceparent_of(span))).structured_content
-    assert not [s for s in spans.all() if s.instrumentation_scope and s.instrumentation_scope.name == "agent-server"]
+    assert [s.name for s in spans.all()] == ["caller"]
     assert record["trace_id"] == trace.format_trace_id(span.get_span_context().trace_id)
