@@ -491,6 +491,7 @@ class AgentRuntime:
         before this returns (a process that dies with it leaves it to be marked `interrupted`), also when
         it queues behind another turn of its session (it begins later; ended before it began, e.g.
         cancelled, its record says so).
+        Its trace (tracing on) begins here, so its queueing counts; `trace_context` as for `run_turn`.
         It needs a configured model, or the caller's own reachable through the turn's `park`
         (`client_model`, 2026-07-28): otherwise the caller's model is reachable only while its call is open.
 

@@ -100,11 +100,6 @@ def _add_introspection_tools(mcp: MCPServer) -> None:
     async def env(names: list[str]) -> dict[str, Any]:
         return {name: os.environ.get(name) for name in names}
 
-    @mcp.tool(description="The trace context entries of this call's _meta (traceparent, tracestate)")
-    async def trace_meta(ctx: Context) -> dict[str, Any]:
-        meta = dict(ctx.request_context.meta or {})
-        return {key: meta.get(key) for key in ("traceparent", "tracestate")}
-
     @mcp.tool(description="An HTTP request header of this call (null on stdio)")
     async def header(name: str, ctx: Context) -> str | None:
         headers = ctx.headers

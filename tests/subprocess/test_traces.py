@@ -96,7 +96,7 @@ async def test_a_turn_is_exported_over_otlp_under_the_callers_traceparent(
     from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
     endpoint, handler = receiver
-    echo = [str(REPO / "tests" / "fakes" / "mcp_echo.py")]
+    echo = [str(REPO / "tests" / "fakes" / "mcp_trace_meta.py")]
     config = {"approvals": {"default": "allow"}, "mcpServers": {"echo": {"command": sys.executable, "args": echo}}}
     (dirs.root / "config.json").write_text(json.dumps(config))
     script = [{"tool_calls": [{"name": "echo__trace_meta", "arguments": {}}]}, {"content": "traced"}]
