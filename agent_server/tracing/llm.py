@@ -23,6 +23,7 @@ from agent_server.tracing.spans import (
     PROVIDER,
     REQUEST_MODEL,
     provider_name,
+    short,
     usage_attributes,
     watching,
 )
@@ -44,6 +45,7 @@ class TracedLLM:
         self, request: ModelRequest, *, on_text: TextCallback | None = None, on_retry: RetryCallback | None = None
     ) -> ModelResponse:
         model = request.model or _default_model(self._inner)
+        model = short(model) if model else None
         attributes: dict[str, Any] = {OPERATION: "chat", "agent_server.request.purpose": request.purpose}
         if self._provider:
             attributes[PROVIDER] = self._provider
@@ -67,7 +69,7 @@ class TracedLLM:
     def _response_attributes(self, response: ModelResponse) -> dict[str, Any]:
         attributes: dict[str, Any] = dict(usage_attributes(response.usage))
         if response.model:
-            attributes["gen_ai.response.model"] = response.model
+            attributes["gen_ai.response.model"] = short(response.model)
         if response.stop_reason:
             attributes["gen_ai.response.finish_reasons"] = [response.stop_reason]
         if self._content is not None:

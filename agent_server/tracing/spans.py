@@ -40,9 +40,16 @@ CANCELLED = "agent_server.cancelled"
 ERROR_STATUSES = frozenset({"failed", "timed_out", "interrupted"})
 """Turn endings that are failures (span status ERROR); halted, truncated and cancelled ones are not."""
 
+MAX_NAME_CHARS = 256
+"""What a span keeps of a name or an id the model chose (a tool name, a call id) or a provider sent (a model)."""
+
 _W3C = TraceContextTextMapPropagator()
 PROVIDERS = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic"}
 """Our model clients' names -> the conventions' `gen_ai.provider.name` (others keep their own name)."""
+
+
+def short(value: str) -> str:
+    return value if len(value) <= MAX_NAME_CHARS else value[:MAX_NAME_CHARS] + "..."
 
 
 def provider_name(client: str | None) -> str | None:
@@ -170,13 +177,13 @@ class OtelTelemetry:
     def tool(self, call: ToolCall) -> Generator[OtelTool]:
         attributes: dict[str, Any] = {
             OPERATION: "execute_tool",
-            "gen_ai.tool.name": call.name,
-            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.name": short(call.name),
+            "gen_ai.tool.call.id": short(call.id),
             "gen_ai.tool.type": "function",
         }
         if self._content is not None:
             attributes["gen_ai.tool.call.arguments"] = self._content.arguments(call)
-        with self._span(f"execute_tool {call.name}", attributes) as span, carrying(_context_of(span)):
+        with self._span(f"execute_tool {short(call.name)}", attributes) as span, carrying(_context_of(span)):
             yield OtelTool(span, self._content)
 
     @contextmanager
@@ -188,11 +195,11 @@ class OtelTelemetry:
     def approval(self, record: ApprovalRecord) -> None:
         end = time.time_ns()
         span = self._tracer.start_span(
-            f"approval {record.tool}",
+            f"approval {short(record.tool)}",
             start_time=end - int(record.latency_s * 1e9),
             attributes={
-                "gen_ai.tool.name": record.tool,
-                "gen_ai.tool.call.id": record.call_id,
+                "gen_ai.tool.name": short(record.tool),
+                "gen_ai.tool.call.id": short(record.call_id),
                 "agent_server.approval.decision": record.decision,
                 "agent_server.approval.channel": record.channel,
                 "agent_server.approval.latency_s": record.latency_s,

@@ -79,3 +79,17 @@ def test_messages_keep_the_newest_within_the_budget() -> None:
 def test_secret_looking_environment_values_are_secrets() -> None:
     found = environment_secrets({"OPENAI_API_KEY": "sk-abcdefgh", "GITHUB_TOKEN": "short", "PATH": "/usr/bin:/bin"})
     assert found == ("sk-abcdefgh",)
+
+
+def test_names_and_ids_the_model_chose_are_cut_on_spans() -> None:
+    from agent_server.tracing.spans import MAX_NAME_CHARS, OtelTelemetry
+    from tests.span_capture import capture
+
+    with capture() as spans:
+        telemetry = OtelTelemetry(spans.tracer("unit"), content=None, provider=None)
+        with telemetry.tool(ToolCall(id="i" * 10_000, name="n" * 10_000)) as traced:
+            traced.ended(ToolResult(call_id="i", name="n", is_error=True))
+        (span,) = spans.all()
+    attributes = dict(span.attributes or {})
+    assert len(span.name) < MAX_NAME_CHARS + 20 and len(str(attributes["gen_ai.tool.call.id"])) < MAX_NAME_CHARS + 5
+    assert span.status.status_code.name == "ERROR" and attributes["error.type"] == "tool_error"
