@@ -286,6 +286,25 @@ class LimitsSettings(BaseModel):
     """Calls of `run_turn` waiting for an earlier turn of their session to end."""
 
 
+class TracingSettings(BaseModel):
+    """OpenTelemetry traces (README "Traces"; needs `pip install 'agent-server[otel]'`).
+
+    `enabled`: None (the default) turns tracing on when the environment configures an exporter the standard
+    way (`OTEL_TRACES_EXPORTER` other than `none`, or `OTEL_EXPORTER_OTLP_ENDPOINT` /
+    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) and `OTEL_SDK_DISABLED` is not `true`; true or false decide
+    regardless. Where spans go, and the service name, headers and sampler, are the SDK's own `OTEL_*` settings.
+    `content`: also record prompts, answers, tool arguments and results (redacted, each cut to
+    `content_max_chars`); off by default, since they may hold secrets and personal data.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool | None = None
+    content: bool = False
+    content_max_chars: int = Field(default=4096, ge=64, le=1_000_000)
+    """The most characters one recorded content attribute keeps (after redaction); a longer one says it was cut."""
+
+
 REQUEST_STATE_KEY_MIN_BYTES = 32
 """What the SDK's request-state codec requires of a key."""
 
@@ -353,6 +372,13 @@ class Settings(BaseModel):
     none, and then only a loopback bind is served."""
     http: HttpSettings = Field(default_factory=HttpSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
+    """`tracing: true` is short for `tracing: {enabled: true}` (and `false` for off)."""
+
+    @field_validator("tracing", mode="before")
+    @classmethod
+    def _tracing_shorthand(cls, value: object) -> object:
+        return {"enabled": value} if isinstance(value, bool) else value
 
     @field_validator("mcp_servers", mode="before")
     @classmethod

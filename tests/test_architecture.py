@@ -18,6 +18,8 @@ LEAVES = {
     "ids",
     "nesting",
     "presentation",
+    "telemetry",
+    "trace_context",
 }
 ADAPTERS = {"llm", "tools", "store", "mounts"}
 # What anyone may call in an adapter package: its protocols and the mount configuration (settings validate it).
@@ -203,3 +205,13 @@ def test_the_acp_front_door_imports_the_runtime_never_a_concrete_part_nor_the_mc
         assert not bad, f"{module} imports {bad}: go through agent_server.runtime"
     server = {i for module, imports in _package_imports().items() if _top(module) == "server" for i in imports}
     assert not {i for i in server if _top(i) == "acp"}, "the MCP front door imports the ACP one"
+
+
+def test_tracing_builds_on_the_leaves_and_the_model_protocol_only() -> None:
+    """The OpenTelemetry adapter sees the hooks' leaf types, the settings and `llm.base`: no concrete part."""
+    for module, imports in _package_imports().items():
+        if _top(module) != "tracing":
+            continue
+        allowed = LEAVES | {"settings", "tracing"}
+        bad = {i for i in imports if _top(i) not in allowed and not i.startswith("llm.base")}
+        assert not bad, f"{module} imports {bad}"

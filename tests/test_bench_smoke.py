@@ -328,3 +328,20 @@ def test_the_postgresql_benches_tiny_sizes() -> None:
     assert_labels(
         outs["store_turn.py"], ["per turn on PostgreSQL", "per turn on SQLite", "ratio (PostgreSQL / SQLite):"]
     )
+
+
+TRACING_COST_LABELS = [
+    "otel extra installed but unconfigured vs absent",
+    "per turn (median): installed",
+    "spawn to tools/list (median): installed",
+    "ratio per turn (installed / absent):",
+    "ratio per turn (on / absent):",
+    "ratio spawn (installed / absent):",
+    "goal: <= 1.05x:",
+    *MACHINE_LABELS,
+]
+
+
+def test_tracing_cost_tiny_sizes() -> None:
+    out = run("tracing_cost.py", "--rounds", "1", "--warmup", "0", "--turns", "1")
+    assert_labels(out, TRACING_COST_LABELS)

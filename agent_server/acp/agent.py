@@ -55,6 +55,7 @@ from agent_server.acp.updates import TurnUpdates, Update, commands_update, repla
 from agent_server.errors import InvalidArgument
 from agent_server.mounts.config import MountConfig
 from agent_server.runtime import AgentRuntime, SessionTools
+from agent_server.trace_context import TraceContext
 from agent_server.types import SessionInfo, TurnRecord
 
 logger = logging.getLogger(__name__)
@@ -262,9 +263,9 @@ class AcpAgent:
                 reply = await handler(CommandContext(self._runtime, session_id, session.tools), args)
                 await self._send(session_id, _message(reply))
                 return PromptResponse(stop_reason="end_turn")
-            return await self._turn(session, text)
+            return await self._turn(session, text, TraceContext.from_meta(kwargs))  # `_meta` arrives as kwargs
 
-    async def _turn(self, session: OpenSession, text: str) -> PromptResponse:
+    async def _turn(self, session: OpenSession, text: str, trace_context: TraceContext | None) -> PromptResponse:
         settings = self._runtime.settings
         updates = TurnUpdates(
             lambda update: self._send(session.session_id, update),
@@ -282,6 +283,7 @@ class AcpAgent:
                     on_event=updates,
                     session_tools=session.tools,
                     approvals=session.approvals,
+                    trace_context=trace_context,
                 )
             finally:
                 session.turns.discard(scope)

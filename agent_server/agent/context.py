@@ -14,6 +14,7 @@ from agent_server.events import EventSink
 from agent_server.llm.base import LLMClient
 from agent_server.settings import Settings
 from agent_server.store.base import SessionStore
+from agent_server.telemetry import NO_TELEMETRY, Telemetry
 from agent_server.tools.base import Toolset
 from agent_server.types import TraceMode, TurnRecord
 
@@ -24,6 +25,8 @@ class AgentDeps:
     store: SessionStore
     llm: LLMClient
     tools: Toolset
+    telemetry: Telemetry = NO_TELEMETRY
+    """Where the turn reports its steps (tool calls, compactions, approvals) for tracing; the null hooks when off."""
 
 
 @dataclass(frozen=True, kw_only=True)

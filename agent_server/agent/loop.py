@@ -16,6 +16,7 @@ Timeouts and cancellation are applied around this by `agent/turns.py`.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -36,8 +37,18 @@ from agent_server.errors import MAX_TOOL_PASSES, ModelError
 from agent_server.events import EventIds, EventSink, PromptTraceEvent, StatusEvent, TokenEvent
 from agent_server.llm.base import ModelRequest, ModelResponse
 from agent_server.settings import Settings
+from agent_server.telemetry import Telemetry
 from agent_server.tools.base import screens_calls
-from agent_server.types import AssistantTurn, ErrorInfo, Message, SessionHistory, ToolRound, ToolSpec, TurnStatus
+from agent_server.types import (
+    ApprovalRecord,
+    AssistantTurn,
+    ErrorInfo,
+    Message,
+    SessionHistory,
+    ToolRound,
+    ToolSpec,
+    TurnStatus,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +128,7 @@ async def drive(
         channel=request.approvals,
         specs=deps.tools.list_tools,
         known={spec.name: spec for spec in tools},
-        on_record=state.add_approval,
+        on_record=functools.partial(_record_approval, state, deps.telemetry),
         screen=deps.tools.screen if screens_calls(deps.tools) else None,
     )
     run = _Run(deps=deps, request=request, state=state, emit=emit, tools=tools, gate=gate)
@@ -138,6 +149,11 @@ async def drive(
             case NextStepFinish(status=status, final_text=final_text, error=error):
                 state.finish(status, error=error, final_text=final_text)
                 return
+
+
+def _record_approval(state: TurnState, telemetry: Telemetry, approval: ApprovalRecord) -> None:
+    state.add_approval(approval)
+    telemetry.approval(approval)
 
 
 async def _prepare(run: _Run, history: SessionHistory) -> None:
@@ -276,6 +292,7 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
         ids=run.ids,
         max_chars=budget,
         gate=run.gate,
+        telemetry=run.deps.telemetry,
     )
     step = [assistant, *result_messages(results)]
     run.messages += step

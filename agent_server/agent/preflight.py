@@ -44,14 +44,18 @@ async def compact_session(
         _compact_once, deps, session_id, keep_last, instructions, reason=reason, dry_run=dry_run, emit=emit, ids=ids
     )
     attempt = 1
-    while True:
-        try:
-            return await once()
-        except CompactionConflict:
-            if attempt == COMPACTION_ATTEMPTS:
-                raise
-            attempt += 1
-            logger.info("session %s was compacted by another process meanwhile; compacting its new state", session_id)
+    with deps.telemetry.compaction(session_id, reason) as traced:
+        while True:
+            try:
+                record = await once()
+            except CompactionConflict:
+                if attempt == COMPACTION_ATTEMPTS:
+                    raise
+                attempt += 1
+                logger.info("session %s was compacted by another process meanwhile; compacting it again", session_id)
+                continue
+            traced.ended(record)
+            return record
 
 
 async def _compact_once(

@@ -17,6 +17,7 @@ from agent_server.agent.approvals import ApprovalGate
 from agent_server.agent.window import fit_calls, fit_result
 from agent_server.approvals import approved_by_user, forwarding_to
 from agent_server.events import EventIds, EventSink, ToolProgressEvent, ToolResultEvent, ToolStartEvent
+from agent_server.telemetry import NO_TELEMETRY, Telemetry
 from agent_server.tools.base import Toolset, error_result
 from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
 
@@ -35,6 +36,7 @@ async def run_tool_round(
     ids: EventIds,
     max_chars: int | None = None,
     gate: ApprovalGate | None = None,
+    telemetry: Telemetry = NO_TELEMETRY,
 ) -> list[ToolResult]:
     """Run every call of one round concurrently; return the results in call order.
 
@@ -46,9 +48,11 @@ async def run_tool_round(
     async def run_one(index: int, call: ToolCall) -> None:
         shown = call if max_chars is None else fit_calls([call], max_chars)[0]  # events keep what the record does
         await emit(ToolStartEvent(tool_round=tool_round, call=shown, **ids))
-        result = await _call(tools, call, emit=emit, ids=ids, gate=gate)
-        if max_chars is not None:
-            result = fit_result(result, max_chars)
+        with telemetry.tool(call) as traced:  # current while the call runs: mounted servers get its context
+            result = await _call(tools, call, emit=emit, ids=ids, gate=gate)
+            if max_chars is not None:
+                result = fit_result(result, max_chars)
+            traced.ended(result)
         results[index] = result
         await emit(ToolResultEvent(tool_round=tool_round, result=result, **ids))
 

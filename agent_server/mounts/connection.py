@@ -38,6 +38,7 @@ from agent_server.mounts.stdio import StdioProcess
 from agent_server.mounts.transport import InProcessServer, list_all_tools, open_client
 from agent_server.redaction import redact, redact_logger
 from agent_server.tools.base import ProgressCallback
+from agent_server.trace_context import outgoing
 
 logger = logging.getLogger(__name__)
 
@@ -250,6 +251,7 @@ class MountConnection:
                         arguments,
                         read_timeout_seconds=max(deadline - anyio.current_time(), 0.001),
                         progress_callback=relay.push if relay is not None else None,
+                        meta=_trace_meta(),
                     )
                 except Exception as exc:
                     outcome = exc
@@ -428,3 +430,9 @@ class MountConnection:
         for scope in gen.inflight:
             scope.cancel()
         gen.settled.set()
+
+
+def _trace_meta() -> types.RequestParamsMeta | None:
+    """The traced tool call's W3C context for the call's `_meta` (README "Traces"), or None when untraced."""
+    context = outgoing()
+    return None if context is None else types.RequestParamsMeta(**context.carrier())

@@ -68,6 +68,9 @@ from agent_server.runtime.parts import (
     workspace_tools,
 )
 from agent_server.settings import Settings
+from agent_server.telemetry import NO_TELEMETRY, Telemetry, TurnTrace, turn_trace_id
+from agent_server.trace_context import TraceContext
+from agent_server.tracing import tracing_on
 from agent_server.types import (
     LOCAL_PRINCIPAL,
     CompactionRecord,
@@ -95,6 +98,7 @@ if TYPE_CHECKING:
     from agent_server.store.base import SharedTask
     from agent_server.tools.base import Toolset
     from agent_server.tools.sandbox import SandboxState
+    from agent_server.tracing.setup import Tracing
 
 __all__ = [
     "CONFIGURE",
@@ -188,6 +192,8 @@ class _Shared:
     parts: Parts | None = None
     background: BackgroundTurns | None = None
     entries: int = 0
+    tracing: Tracing | None = None
+    """OpenTelemetry, while the runtime is entered with tracing on (`agent_server.tracing`)."""
     opening: anyio.Lock = field(default_factory=anyio.Lock)
     running: dict[str, anyio.CancelScope] = field(default_factory=dict[str, anyio.CancelScope])
     """turn id -> the scope a cancel request from another process cancels (see `_cancel_here`)."""
@@ -215,9 +221,11 @@ class AgentRuntime:
                 mounted stdio servers (default `os.environ`; mounts' `${VAR}` were expanded by the settings).
 
         Raises:
-            ConfigError: the settings name a model or mounts that cannot be built.
+            ConfigError: the settings name a model or mounts that cannot be built, or ask for traces
+                without the `otel` extra.
         """
         env = os.environ if environ is None else environ
+        self._traced = tracing_on(settings, env)
         self.settings = settings
         self._llm = llm if llm is not None else fixed_llm(settings, env)
         self._open_store = store_opener(settings)
@@ -266,6 +274,13 @@ class AgentRuntime:
         stack = AsyncExitStack()
         await stack.__aenter__()
         self._shared.stack = stack
+        if self._traced:  # exits last: the spans of everything below are flushed
+            from agent_server.tracing import opened
+
+            provider = self._llm.name if self._llm is not None else None
+            self._shared.tracing = await stack.enter_async_context(
+                opened(self.settings, self._environ, provider=provider)
+            )
         if self._mount_configs:
             from agent_server.mounts.toolset import MountManager
 
@@ -298,7 +313,7 @@ class AgentRuntime:
         shared.entries -= 1
         if shared.entries:
             return None
-        shared.stack, shared.background = None, None
+        shared.stack, shared.background, shared.tracing = None, None, None
         return await stack.__aexit__(exc_type, exc, tb)
 
     async def _close_store(self) -> None:
@@ -385,6 +400,8 @@ class AgentRuntime:
         park: Park | None = None,
         begun: bool = False,
         on_progress: Callable[[TurnRecord], None] | None = None,
+        trace_context: TraceContext | None = None,
+        turn_trace: TurnTrace | None = None,
     ) -> TurnRecord:
         """Run one agent turn and return its stored record, however it ended.
 
@@ -401,7 +418,9 @@ class AgentRuntime:
         (`start_turn` stores it before it returns). `on_wait` is told what the call waits for before its turn
         begins, when it has to wait (mounted servers starting, an earlier turn of the session, in this process
         or another); `on_progress` each new record of the running turn (its progress so far, also kept for
-        `find_turn` and `list_turns`).
+        `find_turn` and `list_turns`). `trace_context`: the caller's W3C trace context (a front
+        door's request `_meta`), which the turn's trace continues; without it the turn's span is a child of the
+        span current here, if any (README "Traces"). `turn_trace`: the trace `start_turn` began for the turn.
 
         Raises:
             SessionNotFound: `session_id` is unknown.
@@ -424,12 +443,14 @@ class AgentRuntime:
                 await manager.wait_started()
         turn_id = turn_id or new_id("turn")
         busy = functools.partial(wait, progress.EARLIER_TURN)
+        traced = turn_trace or self._telemetry.turn(trace_context, model=model)
+        traced.began(session_id=session, turn_id=turn_id)
         try:
             async with self._hold_queued(parts, session, deadline, counted=not begun, on_busy=busy):
                 request = TurnRequest(
                     prompt=prompt,
                     session_id=session,
-                    trace_id=trace_id or new_id("trace"),
+                    trace_id=turn_trace_id(traced, trace_context, trace_id) or new_id("trace"),
                     max_tool_passes=self.settings.max_tool_passes if max_tool_passes is None else max_tool_passes,
                     timeout_s=timeout,
                     deadline=deadline,
@@ -446,8 +467,10 @@ class AgentRuntime:
                 deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
                 scope = self._shared.running[turn_id] = anyio.CancelScope()
                 try:
-                    with scope:
-                        return await run_turn(deps, request, on_event or DISCARD)
+                    with scope, traced.running():
+                        record = await run_turn(deps, request, on_event or DISCARD)
+                        traced.finish(record)
+                        return record
                 finally:
                     del self._shared.running[turn_id]
                     self._shared.live.pop(turn_id, None)
@@ -459,6 +482,8 @@ class AgentRuntime:
                 return await parts.store.get_turn(session, turn_id)
             except TurnNotFound:  # lost before the turn began
                 raise lost from None
+        finally:
+            traced.end()
 
     def _tracker(self, turn_id: str, also: Callable[[TurnRecord], None] | None) -> Callable[[TurnRecord], None]:
         """The turn's progress callback: keep its record so far (while it runs), and tell `also`."""
@@ -479,6 +504,7 @@ class AgentRuntime:
         session_id: str | None = None,
         connection: str | None = DEFAULT_CONNECTION,
         trace_id: str | None = None,
+        trace_context: TraceContext | None = None,
         **options: Unpack[TurnOptions],
     ) -> TurnHandle:
         """Start a turn in the background and return its handle at once (its record says `running`).
@@ -490,6 +516,7 @@ class AgentRuntime:
         before this returns (a process that dies with it leaves it to be marked `interrupted`), also when
         it queues behind another turn of its session (it begins later; ended before it began, e.g.
         cancelled, its record says so).
+        Its trace (tracing on) begins here, so its queueing counts; `trace_context` as for `run_turn`.
         It needs a configured model, or the caller's own reachable through the turn's `park`
         (`client_model`, 2026-07-28): otherwise the caller's model is reachable only while its call is open.
 
@@ -509,7 +536,8 @@ class AgentRuntime:
         background.check_room(self._principal, parked=park is not None)  # before a session is made for it
         parts = await self._ready()
         session = await self._session_for_turn(parts, session_id, connection, prompt)
-        trace_id = trace_id or new_id("trace")
+        traced = self._telemetry.turn(trace_context, model=options.get("model"))  # from now: queueing counts
+        trace_id = turn_trace_id(traced, trace_context, trace_id) or new_id("trace")
         record = TurnRecord(
             turn_id=new_id("turn"),
             session_id=session,
@@ -532,6 +560,7 @@ class AgentRuntime:
                 trace_id=trace_id,
                 turn_id=record.turn_id,
                 begun=True,
+                turn_trace=traced,
                 **options,
             )
 
@@ -543,6 +572,7 @@ class AgentRuntime:
                 raise SessionNotFound(session)
         except BaseException:
             background.withdraw(handle)
+            traced.end()
             raise
         background.launch(handle, turn)
         return handle
@@ -726,7 +756,17 @@ class AgentRuntime:
 
         llm = self._model_for(client_model)
         settings = self.settings if session_tools is None else session_tools.settings
-        return AgentDeps(settings=settings, store=parts.store, llm=llm, tools=tools or parts.registry)
+        tracing = self._shared.tracing
+        if tracing is not None:
+            llm = tracing.wrap_llm(llm)
+        return AgentDeps(
+            settings=settings, store=parts.store, llm=llm, tools=tools or parts.registry, telemetry=self._telemetry
+        )
+
+    @property
+    def _telemetry(self) -> Telemetry:
+        tracing = self._shared.tracing
+        return NO_TELEMETRY if tracing is None else tracing.telemetry
 
     @asynccontextmanager
     async def session_tools(self, workspace: Path, mounts: Sequence[MountConfig] = ()) -> AsyncGenerator[SessionTools]:
