@@ -44,8 +44,8 @@ import anyio.to_thread
 from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFound, TurnLockLost, TurnNotFound
 from agent_server.events import AgentEvent, EventIds, EventSink
 from agent_server.ids import check_ids
-from agent_server.redaction import redact_url
 from agent_server.llm.unavailable import CONFIGURE
+from agent_server.redaction import redact_url
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm, store_opener
 from agent_server.runtime.live import LiveFeed, Watch
@@ -422,14 +422,16 @@ class AgentRuntime:
                 await manager.wait_started()
         wait("an earlier turn of this session to finish")
         turn_id = turn_id or new_id("turn")
-        approvals = self._approvals_for(parts, approvals, turn_id)
+        trace_id = trace_id or new_id("trace")
+        ids: EventIds = {"turn_id": turn_id, "session_id": session, "trace_id": trace_id}
+        approvals = self._approvals_for(parts, approvals, ids)
         on_event = self._published(on_event or DISCARD)
         try:
             async with self._hold_queued(parts, session, deadline, counted=not begun):
                 request = TurnRequest(
                     prompt=prompt,
                     session_id=session,
-                    trace_id=trace_id or new_id("trace"),
+                    trace_id=trace_id,
                     max_tool_passes=self.settings.max_tool_passes if max_tool_passes is None else max_tool_passes,
                     timeout_s=timeout,
                     deadline=deadline,
@@ -539,13 +541,18 @@ class AgentRuntime:
 
     # --- the web view ---------------------------------------------------------------------
 
-    def _approvals_for(self, parts: Parts, channel: ApprovalChannel | None, turn_id: str) -> ApprovalChannel | None:
+    def _approvals_for(self, parts: Parts, channel: ApprovalChannel | None, ids: EventIds) -> ApprovalChannel | None:
         """The turn's channel: the web view's when `approvals.web` says so (always, or for want of another)."""
         web = self.settings.approvals.web
         if web is False or (web is True and channel is not None):
             return channel
+        feed, principal = self._shared.feed, self._principal
         return self._web().channel(
-            parts.store, principal=self._principal, turn_id=turn_id, timeout_s=self.settings.approvals.timeout_s
+            parts.store,
+            principal=principal,
+            ids=ids,
+            timeout_s=self.settings.approvals.timeout_s,
+            on_posted=lambda event: feed.publish(principal, event),
         )
 
     def _web(self) -> WebApprovals:

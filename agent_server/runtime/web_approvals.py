@@ -22,6 +22,7 @@ import anyio
 
 from agent_server.approvals import DECLINED, ApprovalRequest, Decision, ElicitationAnswer, ElicitationRequest
 from agent_server.errors import StoreError
+from agent_server.events import AgentEvent, EventIds, StatusEvent
 from agent_server.store.base import SessionStore
 from agent_server.types import PendingApproval, new_id, utc_now
 
@@ -31,6 +32,8 @@ CHANNEL = "web"
 POLL_S = 0.5
 """How often a waiting turn looks in the store for an answer given by a page of another process."""
 ANSWERS = ("allow_once", "allow_session", "deny")
+POSTED_PHASE = "approval"
+"""The phase of the `status` event that says a question is in the store (`on_posted`)."""
 
 
 class WebApprovals:
@@ -44,8 +47,18 @@ class WebApprovals:
         self._where = where
         self._answered: dict[str, anyio.Event] = {}
 
-    def channel(self, store: SessionStore, *, principal: str, turn_id: str, timeout_s: float) -> WebApprovalChannel:
-        return WebApprovalChannel(self, store, principal=principal, turn_id=turn_id, timeout_s=timeout_s)
+    def channel(
+        self,
+        store: SessionStore,
+        *,
+        principal: str,
+        ids: EventIds,
+        timeout_s: float,
+        on_posted: Callable[[AgentEvent], None],
+    ) -> WebApprovalChannel:
+        """The channel of the turn `ids`; `on_posted` is given a `status` event (phase `approval`) once each question
+        is in the store (the runtime's live feed: a page of this process then lists it at once)."""
+        return WebApprovalChannel(self, store, principal=principal, ids=ids, timeout_s=timeout_s, on_posted=on_posted)
 
     async def answer(self, store: SessionStore, question_id: str, choice: str, *, principal: str) -> bool:
         """Answer a question for `principal`; False when it is not theirs, answered, expired or gone.
@@ -87,13 +100,21 @@ class WebApprovalChannel:
     """The `ApprovalChannel` of one turn through the web view (see the module docstring)."""
 
     def __init__(
-        self, board: WebApprovals, store: SessionStore, *, principal: str, turn_id: str, timeout_s: float
+        self,
+        board: WebApprovals,
+        store: SessionStore,
+        *,
+        principal: str,
+        ids: EventIds,
+        timeout_s: float,
+        on_posted: Callable[[AgentEvent], None],
     ) -> None:
         self._board = board
         self._store = store
         self._principal = principal
-        self._turn_id = turn_id
+        self._ids = ids
         self._timeout_s = timeout_s
+        self._on_posted = on_posted
 
     @property
     def name(self) -> str:
@@ -102,6 +123,8 @@ class WebApprovalChannel:
     async def ask(self, request: ApprovalRequest) -> Decision:
         question = self._question(request)
         await self._store.post_question(question)
+        waits = f"the approval of {request.tool} waits in the web view ({question.question_id})"
+        self._on_posted(StatusEvent(phase=POSTED_PHASE, message=waits, **self._ids))
         logger.warning(
             "the approval of %s (session %s) waits in the web view for at most %g s: %s",
             request.tool,
@@ -119,7 +142,9 @@ class WebApprovalChannel:
         return Decision("allow_session" if answer == "allow_session" else "allow_once")
 
     async def elicit(self, request: ElicitationRequest) -> ElicitationAnswer:
-        logger.info("declined a form of MCP server %r: the web view does not show mounted servers' forms", request.server)
+        logger.info(
+            "declined a form of MCP server %r: the web view does not show mounted servers' forms", request.server
+        )
         return DECLINED
 
     def _question(self, request: ApprovalRequest) -> PendingApproval:
@@ -128,7 +153,7 @@ class WebApprovalChannel:
         return PendingApproval(
             question_id=new_id("q"),
             session_id=request.session_id,
-            turn_id=self._turn_id,
+            turn_id=self._ids["turn_id"],
             call_id=request.call_id,
             tool=request.tool,
             source=request.source,

@@ -25,7 +25,6 @@ from pydantic import ValidationError
 from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
 from agent_server.store._owners import OwnerLock
-from agent_server.store.base import MAX_PENDING_LISTED
 from agent_server.store._sqlite_db import (
     SESSION_COLUMNS,
     archived_since,
@@ -43,6 +42,7 @@ from agent_server.store._sqlite_db import (
     transaction,
     turn_ordinal,
 )
+from agent_server.store.base import MAX_PENDING_LISTED
 from agent_server.types import (
     LOCAL_PRINCIPAL,
     CompactionRecord,

@@ -388,6 +388,7 @@ function scheduleRefresh() {
 }
 
 function onTurnEvent(event) {
+  if (event.type === "status" && event.phase === "approval") loadApprovals(); // a question is waiting
   if (event.session_id === state.session && !state.turnsData?.turns?.some((t) => t.turn_id === event.turn_id)) {
     refreshDetail(); // a new turn of the open session
     return;
