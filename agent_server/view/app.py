@@ -241,10 +241,11 @@ class _Page:
 
     async def _record(self, runtime: AgentRuntime, request: Request) -> TurnRecord:
         session_id, turn_id = request.path_params["session_id"], request.path_params["turn_id"]
+        stored = await runtime.get_turn(session_id, turn_id)  # with its progress so far, while it runs
         background = runtime.background_turn(turn_id)
-        if background is not None and background.record.session_id == session_id and not background.done:
-            return background.record  # its live status (e.g. awaiting_input) over the stored one
-        return await runtime.get_turn(session_id, turn_id)
+        if background is None or background.done or background.record.status == stored.status:
+            return stored
+        return stored.model_copy(update={"status": background.record.status})  # e.g. awaiting_input
 
     async def approvals(self, request: Request) -> Response:
         runtime = await self._runtime(request)

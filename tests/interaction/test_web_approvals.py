@@ -40,10 +40,14 @@ class Served:
 
 
 @asynccontextmanager
-async def serve(tmp_path: Path, *, mode: str, web: bool | str = True, user: User | None = None) -> AsyncIterator[Served]:
+async def serve(
+    tmp_path: Path, *, mode: str, web: bool | str = True, user: User | None = None
+) -> AsyncIterator[Served]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     settings = make_settings(
-        tmp_path, tools=ToolsOptions(write=True), approvals=ApprovalSettings(web=web, timeout_s=30)  # type: ignore[arg-type]
+        tmp_path,
+        tools=ToolsOptions(write=True),
+        approvals=ApprovalSettings(web=web, timeout_s=30),  # type: ignore[arg-type]
     )
     server = create_server(settings, llm=ScriptedLLM(WRITE))
     held: list[AgentRuntime] = []
