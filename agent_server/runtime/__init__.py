@@ -886,8 +886,13 @@ class AgentRuntime:
         return [self._live(turn) for turn in turns], next_cursor
 
     def _live(self, stored: TurnRecord) -> TurnRecord:
+        """A running background turn's record as stored (with its progress so far), with its live status."""
         handle = self._shared.background.get(stored.turn_id) if self._shared.background is not None else None
-        return handle.record if handle is not None and not handle.done else stored
+        if handle is None or handle.done or handle.record.status == stored.status:
+            return stored
+        if stored.status != "running":
+            return handle.record
+        return stored.model_copy(update={"status": handle.record.status})
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
         check_ids(turn_id=turn_id)

@@ -124,7 +124,8 @@ function approvalCard(q) {
   const card = el("article", { class: "approval", data: { question: q.question_id } });
   const origin = q.source.text === "builtin" || q.source.text === "plugin" ? "" : ` (from ${q.source.text})`;
   card.append(el("h2", {}, "Approval needed: ", el("code", {}, q.tool.text), origin));
-  card.append(el("p", { class: "meta" }, `session ${q.session_id} · turn ${q.turn_id} · call ${q.call_id} · `, el("span", { class: "countdown", data: { expires: q.expires_at } }, "")));
+  const turnLink = el("a", { href: `#/s/${encodeURIComponent(q.session_id)}/t/${encodeURIComponent(q.turn_id)}`, class: "turn-link" }, `turn ${q.turn_id}`);
+  card.append(el("p", { class: "meta" }, `session ${q.session_id} · `, turnLink, ` · call ${q.call_id} · `, el("span", { class: "countdown", data: { expires: q.expires_at } }, "")));
   if (q.warning) card.append(el("p", { class: "warning" }, "WARNING: ", q.warning.text));
   if (q.cut) {
     card.append(el("p", { class: "warning" }, `NOT SHOWN IN FULL: ${q.hidden_chars.toLocaleString()} characters of this call are hidden below. The default answer is deny: allow it only if you know what the hidden part does.`));
@@ -301,13 +302,16 @@ function timelineChart(t) {
       for (const call of step.calls) {
         const wait = call.approval ? call.approval.latency_s || 0 : 0;
         const d = call.duration_s || 0;
-        rows.push({ label: call.name, kind: "tool", start: clock, wait, duration: d, status: call.status, note: call.status === "running" ? "running" : `${seconds(call.duration_s)}${wait ? ` · approval ${seconds(wait)}` : ""}` });
+        const asking = call.status === "running" && state.approvals.some((q) => q.call_id === call.call_id && q.turn_id === t.turn_id);
+        const note = asking ? "waiting for approval" : call.status === "running" ? "running" : `${seconds(call.duration_s)}${wait ? ` · approval ${seconds(wait)}` : ""}`;
+        rows.push({ label: call.name, kind: "tool", start: clock, wait, duration: d, status: asking ? "asking" : call.status, note });
         longest = Math.max(longest, wait + d);
       }
       clock += longest;
     }
   }
-  const total = Math.max(clock, t.duration_s || 0, 0.001);
+  const elapsed = RUNNING.has(t.status) ? (Date.now() - Date.parse(t.started_at)) / 1000 : 0;
+  const total = Math.max(clock, t.duration_s || 0, elapsed, 0.001);
   const chart = el("div", { class: "chart", role: "list" });
   for (const row of rows) {
     const track = el("div", { class: "track" });
@@ -318,13 +322,19 @@ function timelineChart(t) {
       track.append(wait);
     }
     const bar = el("div", { class: `bar ${row.kind} bar-${row.status}` });
+    const open = row.status === "running" || row.status === "asking"; // drawn up to now
     bar.style.left = `${(100 * (row.start + row.wait)) / total}%`;
-    bar.style.width = row.status === "running" ? `${Math.max(2, 100 - (100 * (row.start + row.wait)) / total)}%` : `${Math.max(0.4, (100 * row.duration) / total)}%`;
+    bar.style.width = open ? `${Math.max(1, 100 - (100 * (row.start + row.wait)) / total)}%` : `${Math.max(0.4, (100 * row.duration) / total)}%`;
     track.append(bar);
     chart.append(el("div", { class: `row row-${row.kind}`, role: "listitem", data: { status: row.status } }, el("span", { class: "label", title: row.label }, row.label), track, el("span", { class: "note" }, row.note)));
   }
   if (!rows.length) chart.append(el("p", { class: "hint" }, "No model call yet."));
   chart.append(el("div", { class: "scale" }, el("span", {}, "0"), el("span", {}, seconds(total))));
+  const legend = el("div", { class: "legend" });
+  for (const [cls, text] of [["model", "model call"], ["tool", "tool call"], ["bar-error", "failed call"], ["wait", "waiting for approval"], ["bar-running", "running"]]) {
+    legend.append(el("span", {}, el("i", { class: `swatch ${cls}` }), text));
+  }
+  chart.append(legend);
   return chart;
 }
 
