@@ -65,7 +65,11 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
-_STATIC = {"view.js": "text/javascript; charset=utf-8", "view.css": "text/css; charset=utf-8"}
+_STATIC = {
+    "view.js": "text/javascript; charset=utf-8",
+    "view.css": "text/css; charset=utf-8",
+    "icon.svg": "image/svg+xml",
+}
 
 RuntimeOf = Callable[[], "AgentRuntime"]
 Handler = Callable[[Request], Awaitable[Response]]

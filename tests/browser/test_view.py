@@ -165,9 +165,10 @@ async def test_a_live_turn_beside_mcp_updates_as_it_waits_and_ends(
             await page.goto(link)
             await page.locator(".session").first.click()
             await page.locator(f'[data-turn="{turn_id}"] a').click()
-            running = page.locator('.chart .row[data-status="running"]')
-            await running.wait_for(timeout=WAIT_MS)  # write_file waits for its approval: drawn running
-            assert await running.locator(".label").inner_text() == "write_file"
+            asking = page.locator('.chart .row[data-status="asking"]')
+            await asking.wait_for(timeout=WAIT_MS)  # write_file waits for its approval, drawn up to now
+            assert await asking.locator(".label").inner_text() == "write_file"
+            assert await asking.locator(".note").inner_text() == "waiting for approval"
             await page.locator(".approval").wait_for(timeout=WAIT_MS)
             assert await page.locator("#turn").get_attribute("data-status") == "running"
             if (path := screenshot_path("live-turn.png")) is not None:
