@@ -73,7 +73,8 @@ async def login_link(stderr: Path, used: int = 0) -> str:
     """The newest login link a server printed on stderr (another process: its file is polled, bounded)."""
     with anyio.fail_after(20):
         while True:
-            links = re.findall(r"(http://\S+/view/\?token=\S+)", stderr.read_text(errors="replace"))
+            text = await anyio.Path(stderr).read_text(errors="replace")
+            links = re.findall(r"(http://\S+/view/\?token=\S+)", text)
             if len(links) > used:
                 return links[-1]
             await anyio.sleep(0.05)

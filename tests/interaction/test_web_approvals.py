@@ -43,7 +43,7 @@ class Served:
 async def serve(
     tmp_path: Path, *, mode: str, web: bool | str = True, user: User | None = None
 ) -> AsyncIterator[Served]:
-    tmp_path.mkdir(parents=True, exist_ok=True)
+    await anyio.Path(tmp_path).mkdir(parents=True, exist_ok=True)
     settings = make_settings(
         tmp_path,
         tools=ToolsOptions(write=True),
