@@ -143,3 +143,24 @@ async def test_with_bearer_tokens_each_principal_sees_and_answers_only_its_own(
         client.cookies.clear()
         bearer = {**JSON, "Authorization": "Bearer local-token"}  # a script: the header, no cookie nor CSRF
         assert (await client.post(url, content='{"choice": "deny"}', headers=bearer)).status_code == 200
+
+
+async def test_the_stream_says_what_changed_and_passes_this_processs_turn_events_on(tmp_path: Path) -> None:
+    from agent_server.view.app import _changes  # pyright: ignore[reportPrivateUsage]
+
+    settings = make_settings(tmp_path)
+    async with AgentRuntime(settings, llm=ScriptedLLM([{"content": "hello there"}])) as runtime:
+        stream = _changes(runtime)
+        with anyio.fail_after(10):
+            assert await anext(stream) == "retry: 2000\n\n"
+            assert (await anext(stream)).startswith("event: changed\n")  # the first look
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(runtime.run_turn, "hi")
+                seen: list[str] = []
+                while not any('"type":"done"' in item for item in seen):
+                    seen.append(await anext(stream))
+            changed = await anext(stream)  # the store's new session and turn, at the next look
+        await stream.aclose()
+    turn_items = [item for item in seen if item.startswith("event: turn\n")]
+    assert '"type":"turn"' in turn_items[0] and any('"delta":"hello' in item for item in turn_items)
+    assert changed.startswith("event: changed\n")
