@@ -124,6 +124,8 @@ function approvalCard(q) {
   const card = el("article", { class: "approval", data: { question: q.question_id } });
   const origin = q.source.text === "builtin" || q.source.text === "plugin" ? "" : ` (from ${q.source.text})`;
   card.append(el("h2", {}, "Approval needed: ", el("code", {}, q.tool.text), origin));
+  const session = state.sessions.find((s) => s.session_id === q.session_id);
+  if (session) card.append(el("p", { class: "meta" }, "in session “", plain(session.title), "”"));
   const turnLink = el("a", { href: `#/s/${encodeURIComponent(q.session_id)}/t/${encodeURIComponent(q.turn_id)}`, class: "turn-link" }, `turn ${q.turn_id}`);
   card.append(el("p", { class: "meta" }, `session ${q.session_id} · `, turnLink, ` · call ${q.call_id} · `, el("span", { class: "countdown", data: { expires: q.expires_at } }, "")));
   if (q.warning) card.append(el("p", { class: "warning" }, "WARNING: ", q.warning.text));
