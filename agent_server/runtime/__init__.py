@@ -582,6 +582,10 @@ class AgentRuntime:
         """Say that this process serves the web view at `url` (the stderr line of each web question names it)."""
         self._shared.view_url = url
 
+    def can_watch_turns(self) -> bool:
+        """Whether one more page may watch (`watch_turns`)."""
+        return self._shared.feed.has_room()
+
     @contextlib.contextmanager
     def watch_turns(self) -> Generator[Watch]:
         """The events of the principal's turns that run in this process, as they happen, while the block runs.

@@ -50,6 +50,9 @@ class LiveFeed:
             except anyio.WouldBlock:
                 watch.lost += 1
 
+    def has_room(self) -> bool:
+        return len(self._watches) < MAX_WATCHERS
+
     @contextmanager
     def watch(self, principal: str) -> Generator[Watch]:
         """Watch `principal`'s turns while the block runs.

@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from agent_server.errors import AgentServerError
+from agent_server.errors import AgentServerError, StoreError
 from agent_server.events import AgentEvent
 from agent_server.types import PendingApproval, TurnRecord
 from agent_server.view import timeline
@@ -117,7 +117,7 @@ class _Page:
                 try:
                     response = await handler(request)
                 except AgentServerError as exc:
-                    response = _json({"error": exc.message}, 404 if exc.type.endswith("not_found") else 400)
+                    response = _json({"error": exc.message}, _status_of(exc))
             else:
                 response = refused
             response.headers.update(HEADERS)
@@ -279,6 +279,8 @@ class _Page:
         runtime = await self._runtime(request)
         if runtime is None:
             return _json({"error": "not logged in"}, 401)
+        if not runtime.can_watch_turns():
+            return _json({"error": "too many pages watch this server's turns"}, 503)
         return StreamingResponse(_changes(runtime), media_type="text/event-stream")
 
 
@@ -341,6 +343,12 @@ def _question(question: PendingApproval) -> dict[str, Any]:
     if question.warning is not None:
         data["warning"] = timeline.shown(question.warning, 2000)
     return data
+
+
+def _status_of(exc: AgentServerError) -> int:
+    if isinstance(exc, StoreError):
+        return 503
+    return 404 if exc.type.endswith("not_found") else 400
 
 
 def _same_origin(request: Request) -> Response | None:
