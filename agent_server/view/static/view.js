@@ -125,9 +125,9 @@ function approvalCard(q) {
   const origin = q.source.text === "builtin" || q.source.text === "plugin" ? "" : ` (from ${q.source.text})`;
   card.append(el("h2", {}, "Approval needed: ", el("code", {}, q.tool.text), origin));
   const session = state.sessions.find((s) => s.session_id === q.session_id);
-  if (session) card.append(el("p", { class: "meta" }, "in session “", plain(session.title), "”"));
+  const where = session ? [`session “${plain(session.title)}” (${q.session_id})`] : [`session ${q.session_id}`];
   const turnLink = el("a", { href: `#/s/${encodeURIComponent(q.session_id)}/t/${encodeURIComponent(q.turn_id)}`, class: "turn-link" }, `turn ${q.turn_id}`);
-  card.append(el("p", { class: "meta" }, `session ${q.session_id} · `, turnLink, ` · call ${q.call_id} · `, el("span", { class: "countdown", data: { expires: q.expires_at } }, "")));
+  card.append(el("p", { class: "meta" }, where, " · ", turnLink, ` · call ${q.call_id} · `, el("span", { class: "countdown", data: { expires: q.expires_at } }, "")));
   if (q.warning) card.append(el("p", { class: "warning" }, "WARNING: ", q.warning.text));
   if (q.cut) {
     card.append(el("p", { class: "warning" }, `NOT SHOWN IN FULL: ${q.hidden_chars.toLocaleString()} characters of this call are hidden below. The default answer is deny: allow it only if you know what the hidden part does.`));
@@ -184,6 +184,10 @@ async function loadSessions() {
   state.sessions = result.data.sessions;
   state.sessionsCursor = result.data.next_cursor;
   renderSessions();
+  if (state.approvals.length) {
+    renderApprovals(); // their session titles
+    tickCountdowns();
+  }
 }
 
 async function moreSessions() {
