@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent_server.errors import ConfigError
+from agent_server.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
+    import socket
+
     from agent_server.settings import Settings
 
 EXIT_CONFIG = 2
@@ -170,9 +172,8 @@ def _view_main(argv: list[str]) -> int:
 
 async def _serve_view(settings: Settings, *, host: str, port: int) -> None:
     """`agent-server view`: the page alone, over a runtime of its own on the store, protected as the HTTP door is
-    (a non-loopback bind needs `auth`; Host/Origin checked; uvicorn with the `http` bounds)."""
-    import socket
-
+    (a non-loopback bind needs `auth`; Host/Origin checked; uvicorn with the `http` bounds). The store is opened
+    first, then the port bound (`--port 0`: a free one, named in the printed link)."""
     import uvicorn
 
     from agent_server.runtime import AgentRuntime
@@ -181,26 +182,43 @@ async def _serve_view(settings: Settings, *, host: str, port: int) -> None:
     from agent_server.view.serve import page, standalone_app
 
     check_bind(settings, host)
+    runtime = AgentRuntime(settings)
+    try:
+        await runtime.prepare()  # the store opens now: a bad state dir or URL is said before anything is served
+    except StoreError as exc:
+        raise ConfigError(exc.message) from exc
+    async with runtime:  # closes the store on the way out
+        with _bound(host, port) as sock:
+            url = f"http://{host_header_name(host)}:{sock.getsockname()[1]}{settings.view.path}/"
+            runtime.serve_view_at(url)
+            verify = None if settings.auth is None else bearer_verifier(settings.auth)
+            security = transport_security(host, settings.http)
+            mounted = page(lambda: runtime, settings, url=url, security=security, verify=verify)
+            http = settings.http
+            config = uvicorn.Config(
+                standalone_app(mounted),
+                log_level=settings.log_level.lower(),
+                lifespan="off",
+                http=bounded_protocol(header_timeout_s=http.header_timeout_s, max_connections=http.max_connections),
+                timeout_keep_alive=http.keep_alive_timeout_s,
+                limit_concurrency=http.max_connections,
+            )
+            await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    """A listening-ready socket bound to `host:port` (closed again if the bind fails)."""
+    import socket
+
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host.strip("[]"), port))
-    port = sock.getsockname()[1]
-    runtime = AgentRuntime(settings)
-    url = f"http://{host_header_name(host)}:{port}{settings.view.path}/"
-    runtime.serve_view_at(url)
-    verify = None if settings.auth is None else bearer_verifier(settings.auth)
-    mounted = page(lambda: runtime, settings, url=url, security=transport_security(host, settings.http), verify=verify)
-    http = settings.http
-    config = uvicorn.Config(
-        standalone_app(runtime, mounted),
-        log_level=settings.log_level.lower(),
-        lifespan="on",
-        http=bounded_protocol(header_timeout_s=http.header_timeout_s, max_connections=http.max_connections),
-        timeout_keep_alive=http.keep_alive_timeout_s,
-        limit_concurrency=http.max_connections,
-    )
-    await uvicorn.Server(config).serve(sockets=[sock])
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -23,9 +20,6 @@ from starlette.routing import Mount, Route
 from agent_server.settings import Settings
 from agent_server.view.app import RuntimeOf, view_app
 from agent_server.view.auth import BearerVerifier, PageAuth, page_key
-
-if TYPE_CHECKING:
-    from agent_server.runtime import AgentRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -60,17 +54,11 @@ def announce(line: str) -> None:
     sys.stderr.flush()
 
 
-def standalone_app(runtime: AgentRuntime, mounted: Mount) -> Starlette:
-    """`agent-server view`'s app: the page, `/` sending a browser to it, and the runtime open while it serves."""
+def standalone_app(mounted: Mount) -> Starlette:
+    """`agent-server view`'s app: the page, and `/` sending a browser to it (the caller holds the runtime open)."""
     path = mounted.path
 
     async def home(_request: Request) -> Response:
         return RedirectResponse(f"{path}/", status_code=307)
 
-    @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncGenerator[None]:
-        async with runtime:
-            await runtime.prepare()  # the store opens now: a bad state dir or URL fails at start, not in the page
-            yield
-
-    return Starlette(routes=[Route("/", home), mounted], lifespan=lifespan)
+    return Starlette(routes=[Route("/", home), mounted])

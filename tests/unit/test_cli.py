@@ -127,3 +127,10 @@ def test_the_view_refuses_a_network_bind_without_auth_and_a_bad_view_path(
     config.write_text(json.dumps({"view": {"path": "/mcp"}}))
     assert main(["view", "--config", str(config), "--state-dir", str(tmp_path)]) == EXIT_CONFIG
     assert "view.path" in capsys.readouterr().err
+
+
+def test_the_view_says_when_its_store_cannot_be_opened(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = tmp_path / "a-file"
+    state.write_text("")
+    assert main(["view", "--state-dir", str(state), "--port", "0"]) == EXIT_CONFIG
+    assert "cannot open the session store" in capsys.readouterr().err
