@@ -395,7 +395,8 @@ class AgentRuntime:
         `turn_timeout_s`) is one deadline from now: waiting for mounted servers and for an earlier turn
         of the session count too. Cancelling the caller cancels the turn; it is recorded `cancelled`.
         `approvals`: how this call's user is asked to approve tool calls (DESIGN 3.7); None: nobody can
-        be asked, and calls that need approval follow `approvals.headless` (default: denied).
+        be asked, and calls that need approval follow `approvals.headless` (default: denied), unless
+        `approvals.web` sends them to the web view (which `"always"` does for every turn).
         `turn_id`: the id the turn gets (default: a new one).
         `session_tools` (from `session_tools()`): the tools and workspace of that session instead of the
         runtime's own. `park`: the turn's park, whose expiry (not a cancel of the caller's) the record then
