@@ -17,6 +17,9 @@ Channels (each front door builds its own; `name` is what the turn record's `appr
   client answers through `tasks/update`.
 - `acp`: ACP's `session/request_permission`, whose options map onto `Decision.choice`
   (`allow_once`, `allow_always` -> `allow_session`, `reject_*` -> `deny`; a cancelled request -> `cancel`).
+- `web`: the web view (settings `approvals.web`), chosen by the runtime for a turn without another channel
+  (or for every turn, `"always"`): the question waits in the store for any page to answer
+  (`agent_server.runtime.web_approvals`).
 
 What a question shows of a call is built once, by the gate, with `agent_server.presentation.present_call`
 (the whole call, escaped, or a cut that says so and defaults to deny), and every channel shows that

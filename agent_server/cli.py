@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent_server.errors import ConfigError
+from agent_server.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
+    import socket
+
     from agent_server.settings import Settings
 
 EXIT_CONFIG = 2
@@ -55,7 +57,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_view_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent-server view",
+        description="Serve the web view: sessions, turn timelines, live turns, and approvals answered in the page"
+        " (approvals.web). Reads the store the servers write: the state dir of a workspace, or PostgreSQL.",
+    )
+    parser.add_argument("--workspace", type=Path, help="the workspace whose state dir to read (default: cwd)")
+    parser.add_argument("--state-dir", type=Path, help="the state dir to read (default: WORKSPACE/.agent_server)")
+    parser.add_argument("--store", metavar="URL", help="a PostgreSQL store (postgresql://...) instead of the state dir")
+    parser.add_argument("--config", type=Path, help="config file (JSON or TOML): auth, http, view, request_state_keys")
+    parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1; others need auth)")
+    parser.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0: any free port)")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["view"]:
+        return _view_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.protocol == "acp" and args.transport != "stdio":
@@ -114,6 +135,90 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _view_main(argv: list[str]) -> int:
+    args = build_view_parser().parse_args(argv)
+    try:
+        from agent_server.settings import load_settings
+
+        overrides = {
+            "workspace": args.workspace,
+            "state_dir": args.state_dir,
+            "store_url": args.store,
+            "log_level": args.log_level,
+        }
+        settings = load_settings(config_file=args.config, overrides=overrides)
+    except ConfigError as exc:
+        sys.stderr.write(f"agent-server: {exc.message}\n")
+        return EXIT_CONFIG
+    logging.basicConfig(
+        level=settings.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    import anyio
+
+    try:
+        anyio.run(lambda: _serve_view(settings, host=args.host, port=args.port))
+    except ConfigError as exc:
+        sys.stderr.write(f"agent-server: {exc.message}\n")
+        return EXIT_CONFIG
+    except OSError as exc:
+        sys.stderr.write(f"agent-server: cannot serve the web view on {args.host}:{args.port}: {exc.strerror}\n")
+        return EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+async def _serve_view(settings: Settings, *, host: str, port: int) -> None:
+    """`agent-server view`: the page alone, over a runtime of its own on the store, protected as the HTTP door is
+    (a non-loopback bind needs `auth`; Host/Origin checked; uvicorn with the `http` bounds). The store is opened
+    first, then the port bound (`--port 0`: a free one, named in the printed link)."""
+    import uvicorn
+
+    from agent_server.runtime import AgentRuntime
+    from agent_server.server.http_app import bearer_verifier, check_bind, host_header_name, transport_security
+    from agent_server.server.http_protocol import bounded_protocol
+    from agent_server.view.serve import page, standalone_app
+
+    check_bind(settings, host)
+    runtime = AgentRuntime(settings)
+    try:
+        await runtime.prepare()  # the store opens now: a bad state dir or URL is said before anything is served
+    except StoreError as exc:
+        raise ConfigError(exc.message) from exc
+    async with runtime:  # closes the store on the way out
+        with _bound(host, port) as sock:
+            url = f"http://{host_header_name(host)}:{sock.getsockname()[1]}{settings.view.path}/"
+            runtime.serve_view_at(url)
+            verify = None if settings.auth is None else bearer_verifier(settings.auth)
+            security = transport_security(host, settings.http)
+            mounted = page(lambda: runtime, settings, url=url, security=security, verify=verify)
+            http = settings.http
+            config = uvicorn.Config(
+                standalone_app(mounted),
+                log_level=settings.log_level.lower(),
+                lifespan="off",
+                http=bounded_protocol(header_timeout_s=http.header_timeout_s, max_connections=http.max_connections),
+                timeout_keep_alive=http.keep_alive_timeout_s,
+                limit_concurrency=http.max_connections,
+            )
+            await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    """A listening-ready socket bound to `host:port` (closed again if the bind fails)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 if __name__ == "__main__":  # pragma: no cover

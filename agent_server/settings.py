@@ -31,6 +31,7 @@ from agent_server.errors import ConfigError
 from agent_server.http_settings import AuthSettings, HttpSettings
 from agent_server.mounts.config import MountConfig, load_mcp_config_file, parse_mcp_servers
 from agent_server.redaction import redact_url
+from agent_server.view.settings import ViewSettings
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 STORE_ENV = "AGENT_SERVER_STORE"
@@ -270,6 +271,11 @@ class ApprovalSettings(BaseModel):
     max_shown_chars: int = Field(default=6000, ge=500, le=1_000_000)
     """The most text a question shows of one call (`agent_server.presentation`): a longer call is shown cut,
     says how much is hidden, and its question defaults to deny."""
+    web: bool | Literal["always"] = False
+    """Questions answerable in the web view (`agent-server view`, or `/view` beside `/mcp`): `true` for a call
+    whose turn has no other channel (a host without form elicitation), `"always"` for every question (the
+    page is then the one channel); `false`: never. A question waits in the store, listed by every page on
+    the same store, for at most `timeout_s` (see `agent_server.runtime.web_approvals`)."""
 
 
 class LimitsSettings(BaseModel):
@@ -379,6 +385,8 @@ class Settings(BaseModel):
     @classmethod
     def _tracing_shorthand(cls, value: object) -> object:
         return {"enabled": value} if isinstance(value, bool) else value
+
+    view: ViewSettings = Field(default_factory=ViewSettings)
 
     @field_validator("mcp_servers", mode="before")
     @classmethod

@@ -227,6 +227,8 @@ class AssistantTurn(_Model):
     """Why the model stopped (None: the provider did not say, or said something unknown)."""
     usage: Usage | None = None
     """What this model call cost (the record's `usage` is the turn's sum)."""
+    duration_s: float | None = None
+    """How long the model call took, retries included (None in records of before it was measured)."""
 
 
 class ToolRound(_Model):
@@ -303,6 +305,30 @@ class ApprovalRecord(_Model):
     @property
     def allowed(self) -> bool:
         return self.decision in ("allow_once", "allow_session", "remembered", "headless_allow")
+
+
+class PendingApproval(_Model):
+    """A question waiting in the web view (settings `approvals.web`), as the store keeps it for every page: the
+    call as the gate presents it to every channel (`agent_server.presentation`), and until when it waits."""
+
+    question_id: str
+    session_id: str
+    turn_id: str
+    call_id: str
+    tool: str
+    source: str
+    message: str
+    """The whole question as text (`ApprovalRequest.message`): the call shown faithfully, or cut saying so."""
+    shown: str
+    """The call as shown (escaped; cut when `cut`)."""
+    cut: bool = False
+    hidden_chars: int = 0
+    warning: str | None = None
+    choices: list[str]
+    default_choice: str | None = None
+    principal: str = LOCAL_PRINCIPAL
+    created_at: str
+    expires_at: str
 
 
 class TurnRecord(_Model):

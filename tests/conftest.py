@@ -2,8 +2,8 @@
 
 `pytest` runs every tier; `pytest -m fast` runs only the in-memory interaction tests and the unit tests
 (under a minute on 2 cores); `pytest -m subprocess`, `-m thirdparty`, `-m mounts`, `-m clients`,
-`-m bench`, `-m acp` and `-m localmodel` run one of the others. A test that needs another tier than its directory's
-says so with its own marker (e.g. `@pytest.mark.subprocess`), which then replaces the directory's.
+`-m bench`, `-m acp`, `-m browser` and `-m localmodel` run one of the others. A test that needs another tier
+than its directory's says so with its own marker (e.g. `@pytest.mark.subprocess`), which then replaces the directory's.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ TIERS: dict[str, str] = {
     "mounts": "mounts",
     "clients": "clients",
     "localmodel": "localmodel",
+    "browser": "browser",
     "test_bench_smoke.py": "bench",
 }
 TIER_MARKERS = frozenset(TIERS.values())

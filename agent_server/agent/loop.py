@@ -216,18 +216,20 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
     async def on_retry(attempt: int, reason: str) -> None:
         await run.status("sampling", f"model attempt {attempt} failed: {reason}")
 
+    started = anyio.current_time()
     try:
         response = await run.deps.llm.complete(request, on_text=on_text, on_retry=on_retry)
     except ModelError as exc:
         return NextStepFinish("model_failed", "failed", error=ErrorInfo(type=exc.type, message=exc.message))
-    response = await _record_response(run, explain_cut_calls(response))
+    duration = anyio.current_time() - started
+    response = await _record_response(run, explain_cut_calls(response), duration)
     if response.tool_calls:
         return NextStepRunTools(response)
     return await _answer(run, response)
 
 
-async def _record_response(run: _Run, response: ModelResponse) -> ModelResponse:
-    """The response with its arguments' nesting bounded, added to the record."""
+async def _record_response(run: _Run, response: ModelResponse, duration_s: float) -> ModelResponse:
+    """The response with its arguments' nesting bounded, added to the record (with how long the call took)."""
     response = response.model_copy(update={"tool_calls": bound_argument_nesting(response.tool_calls)})
     reasoning = response.reasoning if run.request.trace == "extended" else None
     phase = "initial" if run.tool_round == 0 else f"followup_{run.tool_round}"
@@ -239,6 +241,7 @@ async def _record_response(run: _Run, response: ModelResponse) -> ModelResponse:
         reasoning=reasoning,
         stop_reason=response.stop_reason,
         usage=response.usage,
+        duration_s=round(duration_s, 3),
     )
     run.state.add_assistant_turn(turn, response.usage)
     if response.tool_calls_from_text:

@@ -15,6 +15,7 @@ import anyio.lowlevel
 
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.loop import drive
+from agent_server.agent.progress import keep_progress
 from agent_server.agent.turn_state import TurnState
 from agent_server.errors import CANCELLED, INTERNAL_ERROR, STORE_ERROR, TIMED_OUT, AgentServerError, TurnLockLost
 from agent_server.events import DoneEvent, ErrorEvent, EventSink, TurnEvent
@@ -38,7 +39,7 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
     ids = state.ids()
     try:
         await emit(TurnEvent(prompt=request.prompt, **ids))
-        await _drive_with_timeout(deps, request, state, emit, history)
+        await _drive_keeping_progress(deps, request, state, emit, history)
     except anyio.get_cancelled_exc_class():
         state.finish("cancelled", error=ErrorInfo(type=CANCELLED, message=_cancel_message(request)))
         with anyio.CancelScope(shield=True):
@@ -67,6 +68,28 @@ def _log_ending(record: TurnRecord, error: ErrorInfo) -> None:
     """One INFO line per turn that did not complete, so a failure shows in the log at the default level."""
     ending = f"{record.status}: {error.type}: {error.message}"
     logger.info("turn %s on session %s ended %s", record.turn_id, record.session_id, ending)
+
+
+async def _drive_keeping_progress(
+    deps: AgentDeps, request: TurnRequest, state: TurnState, emit: EventSink, history: SessionHistory
+) -> None:
+    """`_drive_with_timeout`, with the record written to the store as it goes (`agent.progress`). An error of
+    the loop is raised as it is, not in an exception group."""
+    interval = deps.settings.view.progress_interval_s
+    if interval <= 0:
+        await _drive_with_timeout(deps, request, state, emit, history)
+        return
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(keep_progress, deps.store, state, interval)
+        try:
+            await _drive_with_timeout(deps, request, state, emit, history)
+        except Exception as exc:
+            failure = exc
+        finally:
+            tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
 
 
 async def _drive_with_timeout(

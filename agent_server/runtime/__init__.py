@@ -32,7 +32,7 @@ import functools
 import logging
 import math
 import os
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,12 +43,14 @@ import anyio
 import anyio.to_thread
 
 from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFound, TurnLockLost, TurnNotFound
-from agent_server.events import EventIds, EventSink
+from agent_server.events import AgentEvent, EventIds, EventSink
 from agent_server.ids import check_ids
 from agent_server.llm.unavailable import CONFIGURE
+from agent_server.redaction import redact_url
 from agent_server.runtime import progress
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm, store_opener
+from agent_server.runtime.live import LiveFeed, Watch
 from agent_server.runtime.owners import SessionOwners, Waiting, check_principal
 from agent_server.runtime.parts import (
     TURN_MODULES,
@@ -75,6 +77,7 @@ from agent_server.types import (
     LOCAL_PRINCIPAL,
     CompactionRecord,
     DroppedTool,
+    PendingApproval,
     SessionHistory,
     SessionInfo,
     StoredMessage,
@@ -95,6 +98,7 @@ if TYPE_CHECKING:
     from agent_server.mounts.toolset import MountManager
     from agent_server.mounts.transport import InProcessServer
     from agent_server.runtime.park import InputRequest, Park, ParkedApprovals
+    from agent_server.runtime.web_approvals import WebApprovals
     from agent_server.store.base import SharedTask
     from agent_server.tools.base import Toolset
     from agent_server.tools.sandbox import SandboxState
@@ -199,6 +203,11 @@ class _Shared:
     """turn id -> the scope a cancel request from another process cancels (see `_cancel_here`)."""
     live: dict[str, tuple[str, TurnRecord]] = field(default_factory=dict[str, tuple[str, TurnRecord]])
     """turn id -> (principal, the record so far) of every turn running in this process (`runtime.progress`)."""
+    feed: LiveFeed = field(default_factory=LiveFeed)
+    """The events of this process's turns, for the web view's pages (`watch_turns`)."""
+    view_url: str | None = None
+    """Where this process serves the web view (`serve_view_at`), for the stderr line of a web question."""
+    web: WebApprovals | None = None
 
 
 class AgentRuntime:
@@ -410,7 +419,8 @@ class AgentRuntime:
         `turn_timeout_s`) is one deadline from now: waiting for mounted servers and for an earlier turn
         of the session count too. Cancelling the caller cancels the turn; it is recorded `cancelled`.
         `approvals`: how this call's user is asked to approve tool calls (DESIGN 3.7); None: nobody can
-        be asked, and calls that need approval follow `approvals.headless` (default: denied).
+        be asked, and calls that need approval follow `approvals.headless` (default: denied), unless
+        `approvals.web` sends them to the web view (which `"always"` does for every turn).
         `turn_id`: the id the turn gets (default: a new one).
         `session_tools` (from `session_tools()`): the tools and workspace of that session instead of the
         runtime's own. `park`: the turn's park, whose expiry (not a cancel of the caller's) the record then
@@ -445,12 +455,16 @@ class AgentRuntime:
         busy = functools.partial(wait, progress.EARLIER_TURN)
         traced = turn_trace or self._telemetry.turn(trace_context, model=model)
         traced.began(session_id=session, turn_id=turn_id)
+        trace_id = turn_trace_id(traced, trace_context, trace_id) or new_id("trace")
+        ids: EventIds = {"turn_id": turn_id, "session_id": session, "trace_id": trace_id}
+        approvals = self._approvals_for(parts, approvals, ids)
+        on_event = self._published(on_event or DISCARD)
         try:
             async with self._hold_queued(parts, session, deadline, counted=not begun, on_busy=busy):
                 request = TurnRequest(
                     prompt=prompt,
                     session_id=session,
-                    trace_id=turn_trace_id(traced, trace_context, trace_id) or new_id("trace"),
+                    trace_id=trace_id,
                     max_tool_passes=self.settings.max_tool_passes if max_tool_passes is None else max_tool_passes,
                     timeout_s=timeout,
                     deadline=deadline,
@@ -468,7 +482,7 @@ class AgentRuntime:
                 scope = self._shared.running[turn_id] = anyio.CancelScope()
                 try:
                     with scope, traced.running():
-                        record = await run_turn(deps, request, on_event or DISCARD)
+                        record = await run_turn(deps, request, on_event)
                         traced.finish(record)
                         return record
                 finally:
@@ -582,6 +596,82 @@ class AgentRuntime:
         from agent_server.runtime.park import Park
 
         return Park(timeout_s=self.settings.park_timeout_s)
+
+    # --- the web view ---------------------------------------------------------------------
+
+    def _approvals_for(self, parts: Parts, channel: ApprovalChannel | None, ids: EventIds) -> ApprovalChannel | None:
+        """The turn's channel: the web view's when `approvals.web` says so (always, or for want of another)."""
+        web = self.settings.approvals.web
+        if web is False or (web is True and channel is not None):
+            return channel
+        feed, principal = self._shared.feed, self._principal
+        return self._web().channel(
+            parts.store,
+            principal=principal,
+            ids=ids,
+            timeout_s=self.settings.approvals.timeout_s,
+            on_posted=lambda event: feed.publish(principal, event),
+        )
+
+    def _web(self) -> WebApprovals:
+        if self._shared.web is None:
+            from agent_server.runtime.web_approvals import WebApprovals
+
+            self._shared.web = WebApprovals(self._view_hint)
+        return self._shared.web
+
+    def _view_hint(self) -> str:
+        if self._shared.view_url is not None:
+            return f"open {self._shared.view_url}"
+        where = f"--store {redact_url(self.settings.store_url)}" if self.settings.store_url else ""
+        where = where or f"--state-dir {self.settings.state_path}"
+        return f"run `agent-server view {where}` and open the page it prints"
+
+    def _published(self, on_event: EventSink) -> EventSink:
+        feed, principal = self._shared.feed, self._principal
+
+        async def sink(event: AgentEvent) -> None:
+            feed.publish(principal, event)
+            await on_event(event)
+
+        return sink
+
+    def serve_view_at(self, url: str) -> None:
+        """Say that this process serves the web view at `url` (the stderr line of each web question names it)."""
+        self._shared.view_url = url
+
+    def can_watch_turns(self) -> bool:
+        """Whether one more page may watch (`watch_turns`)."""
+        return self._shared.feed.has_room()
+
+    @contextlib.contextmanager
+    def watch_turns(self) -> Generator[Watch]:
+        """The events of the principal's turns that run in this process, as they happen, while the block runs.
+
+        Raises:
+            TooManyWatchers: too many pages watch already (`agent_server.runtime.live`).
+        """
+        with self._shared.feed.watch(self._principal) as watch:
+            yield watch
+
+    async def pending_approvals(self) -> list[PendingApproval]:
+        """The principal's questions waiting in the web view, of every process on the store, oldest first."""
+        return await (await self._ready()).store.pending_questions(self._principal)
+
+    async def answer_approval(self, question_id: str, choice: str) -> bool:
+        """Answer a question of the web view (`allow_once`, `allow_session`, `deny`); False when it is not the
+        principal's, was answered, has expired or is gone, or `choice` is not one it offers.
+
+        Raises:
+            StoreError: the store cannot be used.
+        """
+        check_ids(question_id=question_id)
+        parts = await self._ready()
+        pending = {q.question_id: q for q in await parts.store.pending_questions(self._principal)}
+        question = pending.get(question_id)
+        if question is None or choice not in question.choices:
+            return False
+        return await self._web().answer(parts.store, question_id, choice, principal=self._principal)
 
     def background_turn(self, turn_id: str) -> TurnHandle | None:
         """The handle of a background turn of this runtime's principal (running, or among the recently finished)."""
@@ -883,6 +973,7 @@ class AgentRuntime:
         return [self._live(turn) for turn in turns], next_cursor
 
     def _live(self, stored: TurnRecord) -> TurnRecord:
+        """A running background turn's record as stored (with its progress so far), with its live status."""
         handle = self._shared.background.get(stored.turn_id) if self._shared.background is not None else None
         if handle is not None and not handle.done:
             return handle.record

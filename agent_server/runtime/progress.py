@@ -26,8 +26,8 @@ WAITING_MOUNTS = f"waiting for {MOUNTS}"
 QUEUED = f"waiting for {EARLIER_TURN}"
 """A background turn's stages while it waits (`TurnHandle.stage`)."""
 ELSEWHERE = (
-    "it runs in another server process: this is its record as stored when it began (its progress shows only "
-    "where it runs)"
+    "it runs in another server process: this is its record as that process last stored it (its progress is "
+    "written at most every view.progress_interval_s)"
 )
 
 

@@ -12,12 +12,17 @@
   `authorization_servers` (RFC 9728 lets it be absent: such tokens come from the server's operator, not
   from an OAuth authorization server, and there is none to name).
 - `check_bind` refuses, before anything starts, a bind the settings cannot protect.
+- With `view.enabled`, the web view (`agent_server.view`) at `view.path` beside `/mcp`, over the server's own
+  runtime, behind the same Host/Origin checks and (with `auth`) the same bearer tokens, given by the page's login
+  form and kept in its cookie; without `auth`, a login link printed on stderr.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from mcp.server import Server
@@ -32,11 +37,14 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from agent_server.errors import ConfigError
 from agent_server.http_settings import AuthSettings, HttpSettings
 from agent_server.settings import Settings
+
+if TYPE_CHECKING:
+    from agent_server.runtime import AgentRuntime
 
 MCP_PATH = "/mcp"
 RESOURCE_NAME = "agent-server"
@@ -52,13 +60,58 @@ def _url(text: str) -> AnyHttpUrl:
 def http_app(server: Server[Any], settings: Settings, *, host: str, port: int) -> Starlette:
     """The ASGI app serving `server` at `/mcp` on `host:port`, as the settings protect it (module docstring)."""
     security = transport_security(host, settings.http)
+    view = _view(server, settings, host, port, security) if settings.view.enabled else None
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host, transport_security=security)
     if settings.auth is None:
+        if view is not None:
+            app.router.routes.append(view)
         return app
-    return _authenticated(server, settings.auth, resource_url(settings.auth, host, port))
+    return _authenticated(server, settings.auth, resource_url(settings.auth, host, port), view)
 
 
-def _authenticated(server: Server[Any], auth: AuthSettings, resource: str) -> Starlette:
+def _view(server: Server[Any], settings: Settings, host: str, port: int, security: TransportSecuritySettings) -> Mount:
+    """The web view over the runtime the server's lifespan opens (held while it is open)."""
+    from agent_server.view.serve import page
+
+    url = f"http://{host_header_name(host)}:{port}{settings.view.path}/"
+    held: list[AgentRuntime] = []
+    opened = server.lifespan
+
+    @asynccontextmanager
+    async def holding(app: Server[Any]) -> AsyncGenerator[Any]:
+        async with opened(app) as runtime:
+            held.append(runtime)
+            runtime.serve_view_at(url)
+            try:
+                yield runtime
+            finally:
+                held.remove(runtime)
+
+    def runtime_of() -> AgentRuntime:
+        if not held:
+            raise RuntimeError("the server's lifespan is not open")
+        return held[-1]
+
+    server.lifespan = holding
+    verify = None if settings.auth is None else bearer_verifier(settings.auth)
+    return page(runtime_of, settings, url=url, security=security, verify=verify)
+
+
+def bearer_verifier(auth: AuthSettings) -> Callable[[str], Awaitable[str | None]]:
+    """A bearer token -> its principal (as `/mcp` decides it), or None: what the web view's login checks."""
+    from agent_server.server.principals import token_principal
+    from agent_server.server.tokens import verifier
+
+    tokens = verifier(auth)
+
+    async def verify(token: str) -> str | None:
+        access = await tokens.verify_token(token)
+        return None if access is None else token_principal(access)
+
+    return verify
+
+
+def _authenticated(server: Server[Any], auth: AuthSettings, resource: str, view: Mount | None) -> Starlette:
     from agent_server.server.tokens import verifier
 
     manager = server.session_manager  # made by `streamable_http_app`, with the SDK's defaults and our security
@@ -66,6 +119,7 @@ def _authenticated(server: Server[Any], auth: AuthSettings, resource: str) -> St
     routes = [
         Route(MCP_PATH, endpoint=RequireAuthMiddleware(StreamableHTTPASGIApp(manager), [], metadata_url)),
         *_metadata_routes(auth, resource),
+        *([] if view is None else [view]),
     ]
     middleware = [
         Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier(auth))),

@@ -104,7 +104,19 @@ ALTER TABLE tasks ADD COLUMN principal TEXT NOT NULL DEFAULT 'local';
 """
 """Version 4 records whose each session and shared task is (its principal; those of before belong to `local`, the
 principal of stdio and of unauthenticated loopback HTTP)."""
-_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2, _V2_TO_V3, _V3_TO_V4]
+_V4_TO_V5 = """
+CREATE TABLE questions (
+    question_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    question TEXT NOT NULL,
+    answer TEXT
+);
+CREATE INDEX questions_by_principal ON questions (principal, expires_at);
+"""
+"""Version 5 keeps the web view's pending approvals (`PendingApproval`), for the pages of every replica."""
+_MIGRATIONS = [_SCHEMA_V1, _V1_TO_V2, _V2_TO_V3, _V3_TO_V4, _V4_TO_V5]
 """`_MIGRATIONS[n]` takes the schema from version n to n + 1: append to migrate."""
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -83,12 +83,25 @@ CREATE INDEX turns_by_id ON turns (turn_id);
 """
 """Version 5 records whose each session is (its principal; the sessions of before belong to `local`, the principal
 of stdio and of unauthenticated loopback HTTP), and finds a turn by its id alone."""
+_V5_TO_V6 = """
+CREATE TABLE questions (
+    question_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    question TEXT NOT NULL,
+    answer TEXT
+) WITHOUT ROWID;
+CREATE INDEX questions_by_principal ON questions (principal, expires_at);
+"""
+"""Version 6 keeps the web view's pending approvals (`PendingApproval`), for the pages of every process."""
 _MIGRATIONS = [
     _SCHEMA_V1,
     _V1_TO_V2,
     _V2_TO_V3,
     _V3_TO_V4,
     _V4_TO_V5,
+    _V5_TO_V6,
 ]  # _MIGRATIONS[n] takes the schema from version n to n + 1: append to migrate
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -37,6 +37,14 @@ Contract (`SqliteStore`, `MemoryStore` and `PostgresStore` keep it; `tests/unit/
   source's finished turns with their ids: the first begun is returned). The other methods take ids their
   caller has checked: the runtime checks ownership before it reaches the store (`agent_server.runtime.owners`).
   A store of before principals is migrated, its sessions belonging to `local`.
+- `save_progress` writes a running turn's record as it is so far (status `running`), only while the stored
+  turn is still `running` (never over its final record); it touches nothing else (not the session's
+  `updated_at`), so a page of the web view shows a turn of another process or replica as it goes.
+- Pending approvals of the web view (`PendingApproval`, settings `approvals.web`): `post_question` keeps one
+  until it is dropped or its `expires_at` passes (expired ones are removed by later posts); `pending_questions`
+  lists a principal's unanswered, unexpired ones, oldest first; `answer_question` records the first answer of
+  the question's own principal while it is pending and unexpired (True), and refuses any other (False);
+  `question_answer` is that answer; deleting a session drops its questions.
 - Which session is a connection's current one is not stored: it is per connection, in memory
   (DESIGN 3.5), so `SessionInfo.active` is always False here and set by the front door.
 """
@@ -53,6 +61,7 @@ from agent_server.types import (
     LOCAL_PRINCIPAL,
     CompactionRecord,
     Message,
+    PendingApproval,
     SessionHistory,
     SessionInfo,
     StoredMessage,
@@ -125,7 +134,33 @@ class SessionStore(Protocol):
         """The tools the user allowed for this session."""
         ...
 
+    async def save_progress(self, record: TurnRecord) -> None:
+        """Write the running turn's record as it is so far, unless the stored turn has ended."""
+        ...
+
+    async def post_question(self, question: PendingApproval) -> None:
+        """Keep a question of the web view for every page (see the module docstring)."""
+        ...
+
+    async def pending_questions(self, principal: str) -> list[PendingApproval]:
+        """`principal`'s unanswered, unexpired questions, oldest first (at most `MAX_PENDING_LISTED`)."""
+        ...
+
+    async def answer_question(self, question_id: str, choice: str, *, principal: str) -> bool:
+        """Record the answer when the question is `principal`'s, pending and unexpired; whether it was."""
+        ...
+
+    async def question_answer(self, question_id: str) -> str | None:
+        """The question's answer, or None (unanswered, or gone)."""
+        ...
+
+    async def drop_question(self, question_id: str) -> None: ...
+
     async def close(self) -> None: ...
+
+
+MAX_PENDING_LISTED = 200
+"""The most pending questions `pending_questions` lists at once."""
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,12 @@ from typing import Any
 
 from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
+from agent_server.store.base import MAX_PENDING_LISTED
 from agent_server.types import (
     LOCAL_PRINCIPAL,
     CompactionRecord,
     Message,
+    PendingApproval,
     SessionHistory,
     SessionInfo,
     StoredMessage,
@@ -65,6 +67,8 @@ class MemoryStore:
         self._sessions: dict[str, _Session] = {}
         self._ordinals = itertools.count(1)
         self._closed = False
+        self._questions: dict[str, tuple[PendingApproval, str | None]] = {}
+        """question id -> (question, answer): the web view's pending approvals."""
 
     def _check_open(self) -> None:
         if self._closed:
@@ -123,6 +127,7 @@ class MemoryStore:
 
     async def delete_session(self, session_id: str) -> None:
         self._session(session_id)
+        self._questions = {k: v for k, v in self._questions.items() if v[0].session_id != session_id}
         del self._sessions[session_id]
 
     # --- history ------------------------------------------------------------------------
@@ -261,6 +266,42 @@ class MemoryStore:
         if record.status == "running":
             raise InvalidArgument(common.fork_running_message(at_turn))
         return ordinal
+
+    async def save_progress(self, record: TurnRecord) -> None:
+        self._check_open()
+        session = self._sessions.get(record.session_id)
+        entry = session.turns.get(record.turn_id) if session is not None else None
+        if session is not None and entry is not None and entry[1].status == "running":
+            session.turns[record.turn_id] = (entry[0], record)
+
+    async def post_question(self, question: PendingApproval) -> None:
+        self._check_open()
+        now = utc_now()
+        self._questions = {k: v for k, v in self._questions.items() if v[0].expires_at > now}
+        self._questions[question.question_id] = (question, None)
+
+    async def pending_questions(self, principal: str) -> list[PendingApproval]:
+        self._check_open()
+        now = utc_now()
+        pending = [q for q, answer in self._questions.values() if answer is None and q.expires_at > now]
+        return [q for q in pending if q.principal == principal][:MAX_PENDING_LISTED]
+
+    async def answer_question(self, question_id: str, choice: str, *, principal: str) -> bool:
+        self._check_open()
+        question, answer = self._questions.get(question_id, (None, None))
+        if question is None or answer is not None or question.principal != principal:
+            return False
+        if question.expires_at <= utc_now():
+            return False
+        self._questions[question_id] = (question, choice)
+        return True
+
+    async def question_answer(self, question_id: str) -> str | None:
+        self._check_open()
+        return self._questions.get(question_id, (None, None))[1]
+
+    async def drop_question(self, question_id: str) -> None:
+        self._questions.pop(question_id, None)
 
     async def close(self) -> None:
         self._closed = True

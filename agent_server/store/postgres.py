@@ -58,12 +58,13 @@ from agent_server.redaction import redact_url
 from agent_server.store import _common as common
 from agent_server.store import _pg_db as db
 from agent_server.store._pg_db import Conn
-from agent_server.store.base import SharedTask
+from agent_server.store.base import MAX_PENDING_LISTED, SharedTask
 from agent_server.types import (
     LOCAL_PRINCIPAL,
     CompactionRecord,
     ErrorInfo,
     Message,
+    PendingApproval,
     SessionHistory,
     SessionInfo,
     StoredMessage,
@@ -212,7 +213,8 @@ class PostgresStore:
     async def delete_session(self, session_id: str) -> None:
         async def run(conn: Conn) -> None:
             await db.require_session(conn, session_id, lock=True)
-            for table in ("messages", "turns", "compactions", "approvals", "tasks", "turn_leases", "sessions"):
+            tables = ("messages", "turns", "compactions", "approvals", "tasks", "questions", "turn_leases", "sessions")
+            for table in tables:
                 await conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
 
         await self._run(run)
@@ -643,6 +645,71 @@ class PostgresStore:
         """A new session holding the finished turns up to `at_turn` (or all) and their history; see `base`."""
         new_session = new_id("ses")
         return await self._run(lambda conn: _fork(conn, session_id, new_session, at_turn, title))
+
+    # --- the web view: running turns' progress, pending approvals ----------------------------
+
+    async def save_progress(self, record: TurnRecord) -> None:
+        async def run(conn: Conn) -> None:
+            await conn.execute(
+                "UPDATE turns SET record = %s WHERE session_id = %s AND turn_id = %s AND status = 'running'",
+                (common.dump(record), record.session_id, record.turn_id),
+            )
+
+        await self._run(run)
+
+    async def post_question(self, question: PendingApproval) -> None:
+        async def run(conn: Conn) -> None:
+            await conn.execute("DELETE FROM questions WHERE expires_at <= %s", (utc_now(),))
+            await conn.execute(
+                "INSERT INTO questions (question_id, session_id, principal, expires_at, question)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (
+                    question.question_id,
+                    question.session_id,
+                    question.principal,
+                    question.expires_at,
+                    common.dump(question),
+                ),
+            )
+
+        await self._run(run)
+
+    async def pending_questions(self, principal: str) -> list[PendingApproval]:
+        async def run(conn: Conn) -> list[PendingApproval]:
+            rows = await (
+                await conn.execute(
+                    "SELECT question FROM questions WHERE principal = %s AND answer IS NULL AND expires_at > %s"
+                    " ORDER BY expires_at LIMIT %s",
+                    (principal, utc_now(), MAX_PENDING_LISTED),
+                )
+            ).fetchall()
+            return [PendingApproval.model_validate(json.loads(row[0])) for row in rows]
+
+        return await self._run(run)
+
+    async def answer_question(self, question_id: str, choice: str, *, principal: str) -> bool:
+        async def run(conn: Conn) -> bool:
+            cursor = await conn.execute(
+                "UPDATE questions SET answer = %s WHERE question_id = %s AND principal = %s AND answer IS NULL"
+                " AND expires_at > %s",
+                (choice, question_id, principal, utc_now()),
+            )
+            return cursor.rowcount == 1
+
+        return await self._run(run)
+
+    async def question_answer(self, question_id: str) -> str | None:
+        async def run(conn: Conn) -> str | None:
+            row = await db.one(conn, "SELECT answer FROM questions WHERE question_id = %s", (question_id,))
+            return None if row is None else row[0]
+
+        return await self._run(run)
+
+    async def drop_question(self, question_id: str) -> None:
+        async def run(conn: Conn) -> None:
+            await conn.execute("DELETE FROM questions WHERE question_id = %s", (question_id,))
+
+        await self._run(run)
 
     async def close(self) -> None:
         """Close the pools and the owner connection (which releases this instance's liveness lock). Idempotent."""

@@ -46,10 +46,12 @@ from agent_server.store._sqlite_db import (
     turn_ordinal,
 )
 from agent_server.store._turn_locks import TurnLockFiles
+from agent_server.store.base import MAX_PENDING_LISTED
 from agent_server.types import (
     LOCAL_PRINCIPAL,
     CompactionRecord,
     Message,
+    PendingApproval,
     SessionHistory,
     SessionInfo,
     StoredMessage,
@@ -169,7 +171,7 @@ class SqliteStore:
     async def delete_session(self, session_id: str) -> None:
         def run(conn: sqlite3.Connection) -> None:
             require_session(conn, session_id)
-            for table in ("messages", "turns", "compactions", "approvals", "sessions"):
+            for table in ("messages", "turns", "compactions", "approvals", "questions", "sessions"):
                 conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
 
         await self._write(run)
@@ -385,6 +387,60 @@ class SqliteStore:
         """A new session holding the finished turns up to `at_turn` (or all) and their history; see `base`."""
         new_session = new_id("ses")
         return await self._write(lambda conn: _fork(conn, session_id, new_session, at_turn, title))
+
+    # --- the web view: running turns' progress, pending approvals ----------------------------
+
+    async def save_progress(self, record: TurnRecord) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE turns SET record = ? WHERE session_id = ? AND turn_id = ? AND status = 'running'",
+                (dump(record), record.session_id, record.turn_id),
+            )
+
+        await self._write(run)
+
+    async def post_question(self, question: PendingApproval) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM questions WHERE expires_at <= ?", (utc_now(),))
+            conn.execute(
+                "INSERT INTO questions (question_id, session_id, principal, expires_at, question)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (question.question_id, question.session_id, question.principal, question.expires_at, dump(question)),
+            )
+
+        await self._write(run)
+
+    async def pending_questions(self, principal: str) -> list[PendingApproval]:
+        def run(conn: sqlite3.Connection) -> list[PendingApproval]:
+            rows = conn.execute(
+                "SELECT question FROM questions WHERE principal = ? AND answer IS NULL AND expires_at > ?"
+                " ORDER BY expires_at LIMIT ?",
+                (principal, utc_now(), MAX_PENDING_LISTED),
+            )
+            return [PendingApproval.model_validate(json.loads(row[0])) for row in rows]
+
+        return await self._read(run)
+
+    async def answer_question(self, question_id: str, choice: str, *, principal: str) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE questions SET answer = ? WHERE question_id = ? AND principal = ? AND answer IS NULL"
+                " AND expires_at > ?",
+                (choice, question_id, principal, utc_now()),
+            )
+            return cursor.rowcount == 1
+
+        return await self._write(run)
+
+    async def question_answer(self, question_id: str) -> str | None:
+        def run(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT answer FROM questions WHERE question_id = ?", (question_id,)).fetchone()
+            return None if row is None else row[0]
+
+        return await self._read(run)
+
+    async def drop_question(self, question_id: str) -> None:
+        await self._write(lambda conn: conn.execute("DELETE FROM questions WHERE question_id = ?", (question_id,)))
 
     async def close(self) -> None:
         """Close the database and release this instance's liveness lock. Idempotent."""

@@ -37,6 +37,8 @@ def mcp_tasks() -> ModuleType:
 
 def _stable(result: types.CallToolResult) -> tuple[Any, ...]:
     record = {k: v for k, v in (result.structured_content or {}).items() if k not in VOLATILE}
+    for model_call in record.get("assistant_turns", []):
+        model_call.pop("duration_s", None)  # how long each model call took: volatile too
     return result.is_error, [c.model_dump() for c in result.content], record
 
 

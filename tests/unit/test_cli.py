@@ -116,3 +116,21 @@ def test_acp_refuses_a_missing_script_before_serving(tmp_path: Path, capsys: pyt
     code = main(["--workspace", str(tmp_path), "--protocol", "acp", "--llm", f"script:{tmp_path / 'nope.json'}"])
     assert code == EXIT_CONFIG
     assert "nope.json" in capsys.readouterr().err
+
+
+def test_the_view_refuses_a_network_bind_without_auth_and_a_bad_view_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["view", "--state-dir", str(tmp_path), "--host", "10.0.0.5"]) == EXIT_CONFIG
+    assert "without authentication" in capsys.readouterr().err
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"view": {"path": "/mcp"}}))
+    assert main(["view", "--config", str(config), "--state-dir", str(tmp_path)]) == EXIT_CONFIG
+    assert "view.path" in capsys.readouterr().err
+
+
+def test_the_view_says_when_its_store_cannot_be_opened(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state = tmp_path / "a-file"
+    state.write_text("")
+    assert main(["view", "--state-dir", str(state), "--port", "0"]) == EXIT_CONFIG
+    assert "cannot open the session store" in capsys.readouterr().err

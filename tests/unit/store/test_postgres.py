@@ -254,7 +254,7 @@ async def test_a_lost_owner_connection_is_connected_again_with_its_liveness_lock
 
 async def test_a_version_1_database_gains_shared_tasks_and_keeps_its_sessions(store: PostgresStore, url: str) -> None:
     session = await store.create_session(title="kept", metadata={})
-    await _sql(store, "DROP TABLE tasks, turn_leases")  # the schema as version 1 left it
+    await _sql(store, "DROP TABLE tasks, turn_leases, questions")  # the schema as version 1 left it
     await _sql(store, "ALTER TABLE sessions DROP COLUMN principal")
     await _sql(store, "UPDATE schema_version SET version = 1")
     migrated = await PostgresStore.open(url)
@@ -277,6 +277,7 @@ async def test_a_version_3_database_gives_its_sessions_and_tasks_to_the_local_pr
     session = await store.create_session(title="kept", metadata={})
     await _sql(store, "ALTER TABLE sessions DROP COLUMN principal")  # the schema as version 3 left it
     await _sql(store, "ALTER TABLE tasks DROP COLUMN principal")
+    await _sql(store, "DROP TABLE questions")
     await _sql(
         store,
         "INSERT INTO tasks (task_id, turn_id, session_id, detail, created_at)"

@@ -510,3 +510,27 @@ async def test_deleting_a_session_removes_its_turn_lock_file(tmp_path: Path) -> 
         assert not lock_file.exists()
     finally:
         await store.close()
+
+
+async def test_a_version_5_database_gains_the_web_views_questions(tmp_path: Path) -> None:
+    """Version 6 adds the table of the web view's pending approvals; the sessions of before stay."""
+    from tests.unit.store.test_view_board import question
+
+    conn = sqlite3.connect(tmp_path / "state.db")
+    for script in _sqlite_db._MIGRATIONS[:5]:  # pyright: ignore[reportPrivateUsage]
+        conn.executescript(script)
+    conn.execute(
+        "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at)"
+        " VALUES ('ses_1', 't', '{}', 'x', 'x')"
+    )
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    conn.close()
+    store = await SqliteStore.open(tmp_path)
+    try:
+        waiting = question("ses_1")
+        await store.post_question(waiting)
+        assert await store.pending_questions("local") == [waiting]
+        assert (await store.get_session("ses_1")).title == "t"
+    finally:
+        await store.close()
