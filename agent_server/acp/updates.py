@@ -40,7 +40,7 @@ from acp.schema import (
 )
 
 from agent_server.events import AgentEvent, DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
-from agent_server.types import ContentPart, ImagePart, SessionHistory, TextPart, ToolCall, ToolResult, Usage
+from agent_server.types import ContentPart, ImagePart, Message, SessionHistory, TextPart, ToolCall, ToolResult, Usage
 
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | UsageUpdate | AvailableCommandsUpdate
 SendUpdate = Callable[[Update], Awaitable[None]]
@@ -56,6 +56,8 @@ TOOL_KINDS: dict[str, ToolKind] = {
 """The ACP kind of each built-in tool; every other tool (mounted, plugins) is `other`."""
 
 SUMMARY_HEADER = "Summary of the earlier conversation:\n\n"
+ERROR_PREFIX = "Error: "
+"""How a failed call's result starts in the history the model reads (`agent.tool_calls`)."""
 
 
 def tool_kind(name: str) -> ToolKind:
@@ -152,5 +154,15 @@ def replay(history: SessionHistory) -> Iterator[Update]:
                 yield update_agent_message_text(message.text())
             yield from (tool_call_start(call) for call in message.tool_calls)
         elif message.role == "tool" and message.tool_call_id is not None:
-            parts = [TextPart(text=message.content)] if isinstance(message.content, str) else message.content
-            yield update_tool_call(message.tool_call_id, status="completed", content=tool_result_content(parts))
+            yield _replayed_result(message)
+
+
+def _replayed_result(message: Message) -> ToolCallProgress:
+    """A stored tool message as its call ended live: `failed` for an error (a refusal included), with the text
+    the call gave (the history's copy starts with the `Error: ` the model reads)."""
+    assert message.tool_call_id is not None
+    content = message.content
+    if isinstance(content, str):
+        content = [TextPart(text=content.removeprefix(ERROR_PREFIX) if message.is_error else content)]
+    status = "failed" if message.is_error else "completed"
+    return update_tool_call(message.tool_call_id, status=status, content=tool_result_content(content))

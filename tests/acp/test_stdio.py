@@ -414,3 +414,23 @@ async def test_lines_that_are_no_message_are_answered_as_invalid_and_the_session
     assert all(e["jsonrpc"] == "2.0" and e["id"] is None for e in errors)
     assert "batches are not supported" in errors[0]["error"]["message"]
     assert "not a number" in errors[1]["error"]["message"]
+
+
+async def test_load_replays_a_rejected_call_as_failed_as_it_was_live(dirs: ServerDirs) -> None:
+    """Before, the replay said `completed` for every call, the user's rejection included (its text was the
+    "the user denied ..." error the model read)."""
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, WRITE_ROUND, "--allow-write", client=RecordingClient(choice="reject_once")) as (
+        conn,
+        live,
+    ):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Write out.txt")])
+    live_ends = [u.status for _, u in live.updates if u.session_update == "tool_call_update"]
+    assert live_ends[-1:] == ["failed"]
+
+    async with spawned(dirs, []) as (conn, client):
+        await conn.load_session(cwd=str(project), session_id=session, mcp_servers=[])
+        ends = [u for _, u in client.updates if u.session_update == "tool_call_update"]
+        assert [u.status for u in ends] == ["failed"]
+        assert "the user denied write_file" in ends[0].content[0].content.text
