@@ -42,7 +42,6 @@ from acp.schema import (
     SessionListCapabilities,
     SessionResumeCapabilities,
     StopReason,
-    Usage,
 )
 from acp.schema import SessionInfo as AcpSessionInfo
 
@@ -51,7 +50,7 @@ from agent_server.acp.errors import INVALID_PARAMS, record_summary, turn_error, 
 from agent_server.acp.mcp_servers import ClientMcpServer, mount_configs
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import PromptBlock, prompt_text
-from agent_server.acp.updates import TurnUpdates, Update, commands_update, replay
+from agent_server.acp.updates import TurnUpdates, Update, commands_update, prompt_usage, replay
 from agent_server.errors import InvalidArgument
 from agent_server.mounts.config import MountConfig
 from agent_server.runtime import AgentRuntime, SessionTools
@@ -322,14 +321,9 @@ def _response(record: TurnRecord) -> PromptResponse:
     stop = STOP_REASONS.get(record.status)
     if stop is None:
         raise turn_error(record)
-    usage = record.usage
     return PromptResponse(
         stop_reason=stop,
-        usage=Usage(
-            total_tokens=usage.total_tokens or 0,
-            input_tokens=usage.prompt_tokens or 0,
-            output_tokens=usage.completion_tokens or 0,
-        ),
+        usage=prompt_usage(record.usage),
         field_meta={"agent_server": {"turn": record_summary(record)}},
     )
 

@@ -38,6 +38,7 @@ from acp.schema import (
     UsageUpdate,
     UserMessageChunk,
 )
+from acp.schema import Usage as AcpUsage
 
 from agent_server.events import AgentEvent, DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
 from agent_server.types import ContentPart, ImagePart, Message, SessionHistory, TextPart, ToolCall, ToolResult, Usage
@@ -56,6 +57,8 @@ TOOL_KINDS: dict[str, ToolKind] = {
 """The ACP kind of each built-in tool; every other tool (mounted, plugins) is `other`."""
 
 SUMMARY_HEADER = "Summary of the earlier conversation:\n\n"
+DETAIL_COUNTS = {"cache_read_tokens", "cache_write_tokens", "reasoning_tokens"}
+"""The record's usage counts that `usage_update` carries in its `_meta`."""
 ERROR_PREFIX = "Error: "
 """How a failed call's result starts in the history the model reads (`agent.tool_calls`)."""
 
@@ -86,8 +89,24 @@ def _block(part: ContentPart) -> ImageContentBlock | TextContentBlock:
 
 
 def usage_update(usage: Usage, context_window: int) -> UsageUpdate:
+    """The turn's tokens against the context window, its cost where known; the schema has no place for the cache
+    and reasoning counts in this update, so they ride in its `_meta` (the prompt's `usage` has them in place)."""
     cost = None if usage.cost_usd is None else Cost(amount=usage.cost_usd, currency="USD")
-    return UsageUpdate(session_update="usage_update", used=usage.total_tokens or 0, size=context_window, cost=cost)
+    used = usage.total_tokens or 0
+    meta = {"agent_server": {"usage": usage.model_dump(include=DETAIL_COUNTS)}}
+    return UsageUpdate(session_update="usage_update", used=used, size=context_window, cost=cost, field_meta=meta)
+
+
+def prompt_usage(usage: Usage) -> AcpUsage:
+    """A turn's usage as a prompt's answer carries it (ACP `Usage`: the cache and reasoning counts have a place)."""
+    return AcpUsage(
+        total_tokens=usage.total_tokens or 0,
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        cached_read_tokens=usage.cache_read_tokens,
+        cached_write_tokens=usage.cache_write_tokens,
+        thought_tokens=usage.reasoning_tokens,
+    )
 
 
 def commands_update(commands: Sequence[AvailableCommand]) -> AvailableCommandsUpdate:

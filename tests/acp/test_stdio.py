@@ -434,3 +434,31 @@ async def test_load_replays_a_rejected_call_as_failed_as_it_was_live(dirs: Serve
         ends = [u for _, u in client.updates if u.session_update == "tool_call_update"]
         assert [u.status for u in ends] == ["failed"]
         assert "the user denied write_file" in ends[0].content[0].content.text
+
+
+async def test_the_usage_carries_the_cache_and_reasoning_counts(dirs: ServerDirs) -> None:
+    """Before, a prompt's `usage` and its `usage_update` said nothing of the cache reads and writes and of the
+    reasoning tokens, which the record's usage has."""
+    project = make_workspace(dirs.root / "project")
+    usage = {
+        "prompt_tokens": 100,
+        "completion_tokens": 20,
+        "cache_read_tokens": 60,
+        "cache_write_tokens": 30,
+        "reasoning_tokens": 8,
+    }
+    async with spawned(dirs, [{"content": "Cached.", "usage": usage}]) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Hello")])
+        await client.wait_for_kind(session, "usage_update")
+    assert response.usage is not None
+    counts = response.usage
+    assert (counts.input_tokens, counts.output_tokens, counts.total_tokens) == (100, 20, 120)
+    assert (counts.cached_read_tokens, counts.cached_write_tokens, counts.thought_tokens) == (60, 30, 8)
+    update = next(u for _, u in client.updates if u.session_update == "usage_update")
+    assert update.used == 120
+    assert update.field_meta["agent_server"]["usage"] == {
+        "cache_read_tokens": 60,
+        "cache_write_tokens": 30,
+        "reasoning_tokens": 8,
+    }
