@@ -284,11 +284,11 @@ class AcpAgent:
                 )
             finally:
                 session.turns.discard(scope)
-        await updates.flush()
-        if record is None:  # cancelled: the turn wrote its record before the cancellation reached here
-            if updates.turn_id is None:  # cancelled before the turn began
-                return PromptResponse(stop_reason="cancelled")
+        if record is None and updates.turn_id is not None:  # cancelled: its record was written before it stopped
             record = await self._runtime.get_turn(session.session_id, updates.turn_id)
+        await updates.end("cancelled" if record is None else record.status)
+        if record is None:  # cancelled before the turn began
+            return PromptResponse(stop_reason="cancelled")
         return _response(record)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:

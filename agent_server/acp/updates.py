@@ -125,11 +125,17 @@ class TurnUpdates:
         self._context_window = context_window
         self._pending: list[str] = []
         self._last_flush = -math.inf  # never flushed: the first delta goes at once, whatever the clock reads
+        self._open: dict[str, None] = {}
+        """The calls announced and not ended yet, in order."""
         self.turn_id: str | None = None
 
     async def __call__(self, event: AgentEvent) -> None:
         if isinstance(event, TurnEvent):
             self.turn_id = event.turn_id
+        elif isinstance(event, ToolStartEvent):
+            self._open[event.call.id] = None
+        elif isinstance(event, ToolResultEvent):
+            self._open.pop(event.result.call_id, None)
         if isinstance(event, TokenEvent):
             self._pending.append(event.delta)
             if time.monotonic() - self._last_flush >= self._flush_interval:
@@ -147,6 +153,15 @@ class TurnUpdates:
             return
         text, self._pending = "".join(self._pending), []
         await self._send(update_agent_message_text(text))
+
+    async def end(self, status: str) -> None:
+        """The turn ended (`status`): send the buffered text, and `failed` for each call it announced that never
+        ended (cancelled, or cut by the turn's timeout, while it ran or waited for its permission)."""
+        await self.flush()
+        open_calls, self._open = list(self._open), {}
+        for call_id in open_calls:
+            text = f"the turn ended {status} before this call finished"
+            await self._send(update_tool_call(call_id, status="failed", content=[tool_content(text_block(text))]))
 
 
 def _update_for(event: AgentEvent, context_window: int) -> Update | None:

@@ -462,3 +462,21 @@ async def test_the_usage_carries_the_cache_and_reasoning_counts(dirs: ServerDirs
         "cache_write_tokens": 30,
         "reasoning_tokens": 8,
     }
+
+
+async def test_a_call_cancelled_while_its_permission_is_asked_ends_failed(dirs: ServerDirs) -> None:
+    """Before, the call announced by `tool_call` never got a final status once the turn was cancelled with its
+    permission request open: the editor's card stayed running."""
+    project = make_workspace(dirs.root / "project")
+    client = NeverAnswers()
+    async with spawned(dirs, WRITE_ROUND, "--allow-write", client=client) as (conn, _):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: conn.prompt(session_id=session, prompt=[acp.text_block("Write out.txt")]))
+            await client.wait_until(lambda: bool(client.permission_requests))
+            await conn.cancel(session_id=session)
+        calls = [u for _, u in client.updates if u.session_update in ("tool_call", "tool_call_update")]
+    ((_, asked, _),) = client.permission_requests
+    assert {u.tool_call_id for u in calls} == {asked.tool_call_id}
+    assert calls[-1].session_update == "tool_call_update" and calls[-1].status == "failed"
+    assert "cancelled" in calls[-1].content[0].content.text
