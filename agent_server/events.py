@@ -77,6 +77,16 @@ class ToolStartEvent(_Event):
     call: ToolCall
 
 
+class ToolRunningEvent(_Event):
+    """The call passed its approval gate (or needed none) and its tool runs now. Between its `tool_start` and
+    this the call is pending: the user may be asked to approve it."""
+
+    type: Literal["tool_running"] = "tool_running"
+    tool_round: int
+    call_id: str
+    name: str
+
+
 class ToolProgressEvent(_Event):
     type: Literal["tool_progress"] = "tool_progress"
     call_id: str
@@ -116,6 +126,7 @@ AgentEvent = Annotated[
     | PromptTraceEvent
     | TokenEvent
     | ToolStartEvent
+    | ToolRunningEvent
     | ToolProgressEvent
     | ToolResultEvent
     | CompactionEvent

@@ -2,7 +2,8 @@
 
 DESIGN 3.9: model text becomes `agent_message_chunk` (token deltas coalesced: buffered and sent at most
 every `flush_interval` seconds, and always before the next other update); a tool call becomes
-`tool_call` (`in_progress`, a `kind`, the arguments as `rawInput`); its result becomes
+`tool_call` (`pending`, a `kind`, the arguments as `rawInput`), then `tool_call_update` `in_progress` once it
+runs (past its approval, when it was asked); its result becomes
 `tool_call_update` (`completed` or `failed`, the result as content); the end of a turn becomes
 `usage_update` (the turn's tokens against the context window, with its cost where known).
 The other events (status, prompt trace, progress, compaction, errors) have no ACP update: the
@@ -40,7 +41,15 @@ from acp.schema import (
 )
 from acp.schema import Usage as AcpUsage
 
-from agent_server.events import AgentEvent, DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
+from agent_server.events import (
+    AgentEvent,
+    DoneEvent,
+    TokenEvent,
+    ToolResultEvent,
+    ToolRunningEvent,
+    ToolStartEvent,
+    TurnEvent,
+)
 from agent_server.types import ContentPart, ImagePart, Message, SessionHistory, TextPart, ToolCall, ToolResult, Usage
 
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | UsageUpdate | AvailableCommandsUpdate
@@ -68,9 +77,12 @@ def tool_kind(name: str) -> ToolKind:
 
 
 def tool_call_start(call: ToolCall) -> ToolCallStart:
-    return start_tool_call(
-        call.id, call.name, kind=tool_kind(call.name), status="in_progress", raw_input=call.arguments
-    )
+    """A call as announced: `pending` until it runs (ACP: awaiting approval, or not started)."""
+    return start_tool_call(call.id, call.name, kind=tool_kind(call.name), status="pending", raw_input=call.arguments)
+
+
+def tool_call_running(call_id: str) -> ToolCallProgress:
+    return update_tool_call(call_id, status="in_progress")
 
 
 def tool_call_done(result: ToolResult) -> ToolCallProgress:
@@ -167,6 +179,8 @@ class TurnUpdates:
 def _update_for(event: AgentEvent, context_window: int) -> Update | None:
     if isinstance(event, ToolStartEvent):
         return tool_call_start(event.call)
+    if isinstance(event, ToolRunningEvent):
+        return tool_call_running(event.call_id)
     if isinstance(event, ToolResultEvent):
         return tool_call_done(event.result)
     if isinstance(event, DoneEvent):

@@ -16,7 +16,14 @@ import anyio
 from agent_server.agent.approvals import ApprovalGate
 from agent_server.agent.window import fit_calls, fit_result
 from agent_server.approvals import approved_by_user, forwarding_to
-from agent_server.events import EventIds, EventSink, ToolProgressEvent, ToolResultEvent, ToolStartEvent
+from agent_server.events import (
+    EventIds,
+    EventSink,
+    ToolProgressEvent,
+    ToolResultEvent,
+    ToolRunningEvent,
+    ToolStartEvent,
+)
 from agent_server.tools.base import Toolset, error_result
 from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
 
@@ -46,7 +53,7 @@ async def run_tool_round(
     async def run_one(index: int, call: ToolCall) -> None:
         shown = call if max_chars is None else fit_calls([call], max_chars)[0]  # events keep what the record does
         await emit(ToolStartEvent(tool_round=tool_round, call=shown, **ids))
-        result = await _call(tools, call, emit=emit, ids=ids, gate=gate)
+        result = await _call(tools, call, tool_round=tool_round, emit=emit, ids=ids, gate=gate)
         if max_chars is not None:
             result = fit_result(result, max_chars)
         results[index] = result
@@ -59,12 +66,13 @@ async def run_tool_round(
 
 
 async def _call(
-    tools: Toolset, call: ToolCall, *, emit: EventSink, ids: EventIds, gate: ApprovalGate | None
+    tools: Toolset, call: ToolCall, *, tool_round: int, emit: EventSink, ids: EventIds, gate: ApprovalGate | None
 ) -> ToolResult:
     if call.arguments_error is not None:
         return error_result(call, f"invalid arguments for {call.name}: {call.arguments_error}; the tool was not run")
     if gate is not None and (refusal := await gate.check(call)) is not None:
         return error_result(call, refusal)
+    await emit(ToolRunningEvent(tool_round=tool_round, call_id=call.id, name=call.name, **ids))
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         event = ToolProgressEvent(

@@ -159,6 +159,8 @@ class _Waits:
             case "tool_start":
                 self._tools[event.call.id] = event.call.name
                 self.begin(self._tool_wait())
+            case "tool_running":  # past its approval, if it was asked
+                self.begin(self._tool_wait())
             case "tool_result":
                 self._tools.pop(event.result.call_id, None)
                 if self._tools:
@@ -205,6 +207,8 @@ def describe(event: AgentEvent) -> str:  # noqa: C901 - one arm per event kind
             return one_line(f"text: {event.delta}")
         case "tool_start":
             return f"{event.call.name}: started"
+        case "tool_running":
+            return f"{event.name}: running"
         case "tool_progress":
             detail = event.message or (f"{event.progress:g}/{event.total:g}" if event.total else f"{event.progress:g}")
             return one_line(f"{event.name}: {detail}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ async def test_a_prompt_with_one_tool_round_streams_the_updates_in_order(dirs: S
             "agent_message_chunk",
             "tool_call",
             "tool_call_update",
+            "tool_call_update",
             "agent_message_chunk",
             "usage_update",
         ]
@@ -49,11 +51,12 @@ async def test_a_prompt_with_one_tool_round_streams_the_updates_in_order(dirs: S
         call = next(u for u in updates if u.session_update == "tool_call")
         assert (call.kind, call.status, call.raw_input, call.title) == (
             "read",
-            "in_progress",
+            "pending",
             {"path": "notes.txt"},
             "read_file",
         )
-        done = next(u for u in updates if u.session_update == "tool_call_update")
+        running, done = [u for u in updates if u.session_update == "tool_call_update"]
+        assert running.tool_call_id == call.tool_call_id and running.status == "in_progress"
         assert done.tool_call_id == call.tool_call_id and done.status == "completed"
         assert "pomegranate" in done.content[0].content.text
         assert client.texts(session) == "Let me look.The word is pomegranate."
@@ -75,7 +78,7 @@ async def test_the_session_tools_are_confined_to_its_cwd(dirs: ServerDirs) -> No
     async with spawned(dirs, script) as (conn, client):
         session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
         await conn.prompt(session_id=session, prompt=[acp.text_block("Read it")])
-        done = next(u for s, u in client.updates if u.session_update == "tool_call_update")
+        (done,) = client.ended(session)
         assert done.status == "failed"
         assert "not in the session" not in done.content[0].content.text
 
@@ -106,7 +109,7 @@ async def test_cancel_ends_a_slow_turn_as_cancelled_and_the_session_goes_on(dirs
         with anyio.fail_after(WAIT_S):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(prompt)
-                await client.wait_for_kind(session, "tool_call_update")  # the turn runs: its model call is slow
+                await client.wait_until(lambda: bool(client.ended(session)))  # the turn runs: its model call is slow
                 await conn.cancel(session_id=session)
         response = result["response"]
         assert response.stop_reason == "cancelled"
@@ -196,7 +199,7 @@ async def test_a_client_provided_stdio_mcp_server_is_used_in_a_turn(dirs: Server
         response = await conn.prompt(session_id=session, prompt=[acp.text_block("Echo something")])
         assert response.stop_reason == "end_turn"
         call = next(u for s, u in client.updates if u.session_update == "tool_call")
-        done = next(u for s, u in client.updates if u.session_update == "tool_call_update")
+        (done,) = client.ended(session)
         assert (call.kind, done.status) == ("other", "completed")
         assert done.content[0].content.text == "Echo: hi from the editor"
 
@@ -480,3 +483,39 @@ async def test_a_call_cancelled_while_its_permission_is_asked_ends_failed(dirs: 
     assert {u.tool_call_id for u in calls} == {asked.tool_call_id}
     assert calls[-1].session_update == "tool_call_update" and calls[-1].status == "failed"
     assert "cancelled" in calls[-1].content[0].content.text
+
+
+@dataclass
+class SeesTheCall(RecordingClient):
+    """Records, with each permission request, the updates of its call sent before it."""
+
+    seen_before: list[list[tuple[str, str | None]]] = field(default_factory=list[list[tuple[str, str | None]]])
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
+        call_updates = [u for _, u in self.updates if getattr(u, "tool_call_id", None) == tool_call.tool_call_id]
+        self.seen_before.append([(u.session_update, u.status) for u in call_updates])
+        return await super().request_permission(session_id, tool_call, options, **kwargs)
+
+
+async def test_a_call_is_pending_until_allowed_then_in_progress(dirs: ServerDirs) -> None:
+    """Before, a call waiting for its permission was announced `in_progress` (running) before the request said
+    `pending`; ACP's `pending` is awaiting approval or not started."""
+    project = make_workspace(dirs.root / "project")
+    script = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        *WRITE_ROUND,
+    ]
+    client = SeesTheCall(choice="allow_once")
+    async with spawned(dirs, script, "--allow-write", client=client) as (conn, _):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Read, then write out.txt")])
+    assert client.seen_before == [[("tool_call", "pending")]]
+
+    def statuses(name: str) -> list[tuple[str, str | None]]:
+        call_id = next(u.tool_call_id for _, u in client.updates if u.session_update == "tool_call" and u.title == name)
+        return [(u.session_update, u.status) for _, u in client.updates if getattr(u, "tool_call_id", None) == call_id]
+
+    running = [("tool_call", "pending"), ("tool_call_update", "in_progress"), ("tool_call_update", "completed")]
+    assert statuses("read_file") == running  # needs no approval: running at once
+    assert statuses("write_file") == running  # running once allowed
+    assert (project / "out.txt").read_text() == "written"

@@ -74,7 +74,7 @@ async def test_token_deltas_are_coalesced_and_flushed_before_a_tool_call(
     texts = [u.content.text for u in sent if u.session_update == "agent_message_chunk"]
     assert texts == ["Let ", "me look.", "Done."]
     start, done, usage = sent[2], sent[3], sent[5]
-    assert (start.kind, start.status, start.raw_input) == ("search", "in_progress", {"pattern": "x"})
+    assert (start.kind, start.status, start.raw_input) == ("search", "pending", {"pattern": "x"})
     assert (done.status, done.content[0].content.text) == ("failed", "bad pattern")
     assert (usage.used, usage.size, usage.cost.amount, usage.cost.currency) == (42, 1000, 0.5, "USD")
     assert updates.turn_id == "turn_1"

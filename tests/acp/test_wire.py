@@ -116,7 +116,7 @@ async def test_sigterm_during_a_turn_records_it_cancelled_and_exits(dirs: Server
                 await conn.prompt(session_id=session, prompt=[acp.text_block("Take your time")])
 
         tg.start_soon(prompt)
-        await client.wait_for_kind(session, "tool_call_update")
+        await client.wait_until(lambda: bool(client.ended(session)))
         process = client.process
         process.send_signal(signal.SIGTERM)
         with anyio.fail_after(WAIT_S):
