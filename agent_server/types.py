@@ -41,6 +41,16 @@ def one_line(text: str, limit: int = 120) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+UNTITLED = "Untitled session"
+"""The title of a session made without one, until its first turn names it (`title_from` its prompt)."""
+TITLE_CHARS = 60
+
+
+def title_from(prompt: str) -> str:
+    """A session's title from a prompt: on one line, cut to `TITLE_CHARS`."""
+    return one_line(prompt, TITLE_CHARS)
+
+
 def utc_now() -> str:
     """The current time as an ISO 8601 string in UTC (millisecond precision)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")

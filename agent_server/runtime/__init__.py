@@ -60,7 +60,6 @@ from agent_server.runtime.parts import (
     make_current,
     marked,
     session_exists,
-    title_from,
     unavailable_notes,
     workspace_root,
     workspace_tools,
@@ -68,6 +67,7 @@ from agent_server.runtime.parts import (
 from agent_server.settings import Settings
 from agent_server.types import (
     LOCAL_PRINCIPAL,
+    UNTITLED,
     CompactionRecord,
     DroppedTool,
     SessionHistory,
@@ -77,6 +77,7 @@ from agent_server.types import (
     TraceMode,
     TurnRecord,
     new_id,
+    title_from,
     utc_now,
 )
 
@@ -738,7 +739,7 @@ class AgentRuntime:
     ) -> SessionInfo:
         """A new session of the principal's; it becomes `connection`'s current session (when given)."""
         parts = await self._ready()
-        session = await self._new_session(parts, title or "Untitled session", metadata or {})
+        session = await self._new_session(parts, title or UNTITLED, metadata or {})
         return make_current(parts, self._key(connection), session)
 
     async def list_sessions(

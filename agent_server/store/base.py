@@ -32,6 +32,8 @@ Contract (`SqliteStore`, `MemoryStore` and `PostgresStore` keep it; `tests/unit/
   source's finished turns with their ids: the first begun is returned). The other methods take ids their
   caller has checked: the runtime checks ownership before it reaches the store (`agent_server.runtime.owners`).
   A store of before principals is migrated, its sessions belonging to `local`.
+- Titles: a session created with the title `UNTITLED` takes the first title a turn of it gives (`_common.first_title`:
+  its prompt's start) when `begin_turn` or `finish_turn` writes that turn; any other title stays as it is.
 - Which session is a connection's current one is not stored: it is per connection, in memory
   (DESIGN 3.5), so `SessionInfo.active` is always False here and set by the front door.
 """

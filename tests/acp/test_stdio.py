@@ -519,3 +519,14 @@ async def test_a_call_is_pending_until_allowed_then_in_progress(dirs: ServerDirs
     assert statuses("read_file") == running  # needs no approval: running at once
     assert statuses("write_file") == running  # running once allowed
     assert (project / "out.txt").read_text() == "written"
+
+
+async def test_a_session_is_listed_with_its_first_prompt_as_title(dirs: ServerDirs) -> None:
+    """Before, every session an editor made was listed as "Untitled session"."""
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, [{"content": "One."}, {"content": "Two."}]) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Refactor the parser\nplease")])
+        await conn.prompt(session_id=session, prompt=[acp.text_block("And the lexer")])
+        (listed,) = (await conn.list_sessions()).sessions
+    assert listed.title == "Refactor the parser please"
