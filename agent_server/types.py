@@ -331,6 +331,9 @@ class TurnRecord(_Model):
     model: str | None = None
     started_at: str
     finished_at: str | None = None
+    command: str | None = None
+    """The slash command (e.g. `tools`) a front door answered itself, without the model: the reply is
+    `final_text`, and nothing of it is in the history the model reads. None for a turn of the model."""
 
 
 class SessionInfo(_Model):

@@ -54,13 +54,14 @@ from agent_server.acp.updates import TurnUpdates, Update, commands_update, promp
 from agent_server.errors import InvalidArgument
 from agent_server.mounts.config import MountConfig
 from agent_server.runtime import AgentRuntime, SessionTools
-from agent_server.types import SessionInfo, TurnRecord
+from agent_server.types import SessionHistory, SessionInfo, TurnRecord
 
 logger = logging.getLogger(__name__)
 
 WORKSPACE_KEY = "workspace"
 """The session metadata key that keeps an ACP session's `cwd`."""
 LIST_PAGE = 50
+TURNS_PAGE = 200
 STOP_REASONS: dict[str, StopReason] = {
     "completed": "end_turn",
     "truncated": "max_tokens",
@@ -159,9 +160,24 @@ class AcpAgent:
     ) -> LoadSessionResponse:
         with wire_errors():
             await self._reopen(session_id, cwd, mcp_servers)
-            for update in replay(await self._runtime.history(session_id)):
+            for update in replay(*await self._transcript(session_id)):
                 await self._send(session_id, update)
             return LoadSessionResponse()
+
+    async def _transcript(self, session_id: str) -> tuple[SessionHistory, list[TurnRecord], str | None]:
+        """What `replay` needs: the live history, every turn (for the slash commands' turns and their places), and
+        when the session was last compacted (the commands' turns before that are behind the summary)."""
+        runtime = self._runtime
+        history = await runtime.history(session_id)
+        turns: list[TurnRecord] = []
+        cursor: str | None = None
+        while True:
+            page, cursor = await runtime.list_turns(session_id, cursor=cursor, limit=TURNS_PAGE)
+            turns += page
+            if cursor is None:
+                break
+        compacted = [c.created_at for c in await runtime.list_compactions(session_id) if not c.dry_run]
+        return history, turns, max(compacted, default=None)
 
     async def resume_session(
         self,
@@ -257,9 +273,9 @@ class AcpAgent:
             text = prompt_text(prompt)
             command = parse_command(text)
             if command is not None:
-                handler, args = command
-                reply = await handler(CommandContext(self._runtime, session_id, session.tools), args)
+                reply = await command.handler(CommandContext(self._runtime, session_id, session.tools), command.args)
                 await self._send(session_id, _message(reply))
+                await self._runtime.record_command(session_id, command=command.name, prompt=text, reply=reply)
                 return PromptResponse(stop_reason="end_turn")
             return await self._turn(session, text)
 

@@ -1,7 +1,9 @@
 """The slash commands an ACP session offers (`available_commands_update`), run without the model.
 
 A prompt whose text starts with `/compact`, `/fork`, `/sessions` or `/tools` runs that command and
-answers with one agent message; any other prompt (including another `/word`) goes to the model.
+answers with one agent message; any other prompt (including another `/word`) goes to the model. The
+exchange is stored as a turn of the session (`AgentRuntime.record_command`: listed, replayed by
+`session/load`, never read by the model).
 """
 
 from __future__ import annotations
@@ -87,10 +89,17 @@ COMMANDS: dict[str, tuple[AvailableCommand, Handler]] = {
 AVAILABLE = [command for command, _ in COMMANDS.values()]
 
 
-def parse_command(text: str) -> tuple[Handler, str] | None:
+@dataclass(frozen=True)
+class ParsedCommand:
+    name: str
+    handler: Handler
+    args: str
+
+
+def parse_command(text: str) -> ParsedCommand | None:
     """The command a prompt runs and its argument text, or None when the prompt is for the model."""
     if not text.startswith("/"):
         return None
     name, *rest = text[1:].split(None, 1) or [""]
     entry = COMMANDS.get(name)
-    return None if entry is None else (entry[1], rest[0].strip() if rest else "")
+    return None if entry is None else ParsedCommand(name, entry[1], rest[0].strip() if rest else "")

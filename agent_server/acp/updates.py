@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 from acp.helpers import (
@@ -50,7 +51,17 @@ from agent_server.events import (
     ToolStartEvent,
     TurnEvent,
 )
-from agent_server.types import ContentPart, ImagePart, Message, SessionHistory, TextPart, ToolCall, ToolResult, Usage
+from agent_server.types import (
+    ContentPart,
+    ImagePart,
+    Message,
+    SessionHistory,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    TurnRecord,
+    Usage,
+)
 
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | UsageUpdate | AvailableCommandsUpdate
 SendUpdate = Callable[[Update], Awaitable[None]]
@@ -188,21 +199,42 @@ def _update_for(event: AgentEvent, context_window: int) -> Update | None:
     return None
 
 
-def replay(history: SessionHistory) -> Iterator[Update]:
-    """The session's live history as the updates a client shows: the compaction summary first, then
-    each message (user text, agent text, each tool call and its result)."""
+def replay(history: SessionHistory, turns: Sequence[TurnRecord] = (), since: str | None = None) -> Iterator[Update]:
+    """The session's live history as the updates a client shows: the compaction summary first, then each message
+    (user text, agent text, each tool call and its result), with each slash command's turn among `turns` (the
+    session's, in order) in its place: its prompt and its reply, unless it ran before the compaction at `since`."""
     if history.summary:
         yield update_agent_message_text(SUMMARY_HEADER + history.summary)
+    place = {turn.turn_id: index for index, turn in enumerate(turns)}
+    commands = deque(
+        (index, turn)
+        for index, turn in enumerate(turns)
+        if turn.command is not None and turn.started_at >= (since or "")
+    )
+    position = -1
     for stored in history.messages:
-        message = stored.message
-        if message.role == "user":
-            yield update_user_message_text(message.text())
-        elif message.role == "assistant":
-            if message.text():
-                yield update_agent_message_text(message.text())
-            yield from (tool_call_start(call) for call in message.tool_calls)
-        elif message.role == "tool" and message.tool_call_id is not None:
-            yield _replayed_result(message)
+        position = place.get(stored.turn_id or "", position)
+        while commands and commands[0][0] < position:
+            yield from _command_turn(commands.popleft()[1])
+        yield from _message_updates(stored.message)
+    for _, turn in commands:
+        yield from _command_turn(turn)
+
+
+def _message_updates(message: Message) -> Iterator[Update]:
+    if message.role == "user":
+        yield update_user_message_text(message.text())
+    elif message.role == "assistant":
+        if message.text():
+            yield update_agent_message_text(message.text())
+        yield from (tool_call_start(call) for call in message.tool_calls)
+    elif message.role == "tool" and message.tool_call_id is not None:
+        yield _replayed_result(message)
+
+
+def _command_turn(turn: TurnRecord) -> Iterator[Update]:
+    yield update_user_message_text(turn.prompt)
+    yield update_agent_message_text(turn.final_text)
 
 
 def _replayed_result(message: Message) -> ToolCallProgress:

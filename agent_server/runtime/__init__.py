@@ -674,6 +674,32 @@ class AgentRuntime:
                 ids=ids,
             )
 
+    async def record_command(self, session_id: str, *, command: str, prompt: str, reply: str) -> TurnRecord:
+        """Store a turn that a front door answered itself, without the model (an editor's slash command): a
+        `completed` record with `command`, the `prompt` and the `reply` (`final_text`), and no history messages,
+        so the model never reads it. It is listed with the session's turns, and replayed in its place.
+
+        Raises:
+            SessionNotFound: the session is unknown.
+        """
+        parts = await self._owned(session_id)
+        now = utc_now()
+        record = TurnRecord(
+            turn_id=new_id("turn"),
+            session_id=session_id,
+            trace_id=new_id("trace"),
+            status="completed",
+            prompt=prompt,
+            final_text=reply,
+            command=command,
+            started_at=now,
+            finished_at=now,
+        )
+        async with hold_session(parts, session_id):  # a shared store writes a session's turns under its lock
+            if not await parts.store.finish_turn(record, []):
+                raise SessionNotFound(session_id)
+        return record
+
     def _deps(
         self,
         parts: Parts,

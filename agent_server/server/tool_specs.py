@@ -198,6 +198,8 @@ class TurnResult(_Result):
     model: str | None = None
     started_at: str
     finished_at: str | None = None
+    command: str | None = None
+    """The slash command an editor ran (answered without the model); None for a turn of the model."""
     prompt: str | None = _full_only("The user's prompt")
     trace: TraceMode | None = _full_only("The trace mode")
     assistant_turns: list[AssistantTurn] | None = _full_only("Every model answer")

@@ -37,9 +37,10 @@ def check_limit(limit: int) -> None:
         raise InvalidArgument(f"limit must be at least 1, got {limit}")
 
 
-def first_title(record: TurnRecord) -> str:
-    """The title a turn gives its session while the session has none (`UNTITLED`): its prompt's start."""
-    return title_from(record.prompt)
+def first_title(record: TurnRecord) -> str | None:
+    """The title a turn gives its session while the session has none (`UNTITLED`): its prompt's start; none for
+    a slash command's turn."""
+    return None if record.command is not None else title_from(record.prompt)
 
 
 def fork_title(old_title: str, title: str | None) -> str:

@@ -173,10 +173,12 @@ async def test_load_replays_the_compaction_summary_first(dirs: ServerDirs) -> No
         replayed = [
             (u.session_update, u.content.text) for s, u in client.updates if u.session_update.endswith("message_chunk")
         ]
-        assert replayed == [
+        assert replayed[:2] == [
             ("agent_message_chunk", "Summary of the earlier conversation:\n\nSummary: the user asked once."),
             ("agent_message_chunk", "First answer."),
         ]
+        assert replayed[2] == ("user_message_chunk", "/compact keep it short")  # after the summary it made
+        assert replayed[3][1].startswith("Compacted 1 messages (llm summary); 1 kept") and len(replayed) == 4
 
 
 @pytest.fixture
@@ -530,3 +532,30 @@ async def test_a_session_is_listed_with_its_first_prompt_as_title(dirs: ServerDi
         await conn.prompt(session_id=session, prompt=[acp.text_block("And the lexer")])
         (listed,) = (await conn.list_sessions()).sessions
     assert listed.title == "Refactor the parser please"
+
+
+async def test_load_replays_the_slash_command_turns_in_their_place(dirs: ServerDirs) -> None:
+    """Before, a `/tools` turn was missing from the replay (the model's turns were there, not the commands')."""
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, [{"content": "Hi."}]) as (conn, live):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("/tools")])
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Hello")])
+        listing = live.texts(session).removesuffix("Hi.")
+        (listed,) = (await conn.list_sessions()).sessions
+    assert "read_file" in listing
+    assert listed.title == "Hello"  # a command names no session
+
+    async with spawned(dirs, [{"expect_contains": "Hello", "content": "Yes."}]) as (conn, client):
+        await conn.load_session(cwd=str(project), session_id=session, mcp_servers=[])
+        replayed = [
+            (u.session_update, u.content.text) for _, u in client.updates if u.session_update.endswith("message_chunk")
+        ]
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Did the model see /tools?")])
+    assert replayed == [
+        ("user_message_chunk", "/tools"),
+        ("agent_message_chunk", listing),
+        ("user_message_chunk", "Hello"),
+        ("agent_message_chunk", "Hi."),
+    ]
+    assert turn_of(response)["status"] == "completed"

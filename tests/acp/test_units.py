@@ -29,7 +29,7 @@ from agent_server.approvals import ApprovalRequest
 from agent_server.errors import InvalidArgument
 from agent_server.events import DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
 from agent_server.presentation import Presentation
-from agent_server.types import Message, SessionHistory, StoredMessage, TextPart, ToolCall, ToolResult, Usage
+from agent_server.types import Message, SessionHistory, StoredMessage, TextPart, ToolCall, ToolResult, TurnRecord, Usage
 from tests.acp.helpers import RecordingClient
 from tests.fakes.clock import booted_clock
 
@@ -148,8 +148,8 @@ def test_client_mcp_servers_become_mount_configs(tmp_path: Path) -> None:
 
 def test_slash_commands_are_parsed_and_other_prompts_are_left_to_the_model() -> None:
     compact = parse_command("/compact keep the decisions\nand names")
-    assert compact is not None and compact[1] == "keep the decisions\nand names"
-    assert parse_command("/tools") is not None and parse_command("/fork")[1] == ""  # type: ignore[index]
+    assert compact is not None and (compact.name, compact.args) == ("compact", "keep the decisions\nand names")
+    assert parse_command("/tools") is not None and parse_command("/fork").args == ""  # type: ignore[union-attr]
     assert parse_command("/unknown thing") is None and parse_command("compact") is None and parse_command("/") is None
 
 
@@ -242,3 +242,40 @@ def test_requests_notifications_and_responses_pass_the_wire_unchanged() -> None:
     ]:
         assert parse_message(text.encode()) == (json.loads(text), None)
     assert parse_message(b"  ") == (None, None)
+
+
+def test_replay_puts_each_command_turn_in_its_place_and_leaves_out_those_behind_the_summary() -> None:
+    def turn(turn_id: str, prompt: str, started_at: str, command: str | None = None) -> TurnRecord:
+        return TurnRecord(
+            turn_id=turn_id,
+            session_id="ses_1",
+            trace_id="trace_1",
+            status="completed",
+            prompt=prompt,
+            final_text=f"reply to {prompt}",
+            command=command,
+            started_at=started_at,
+        )
+
+    turns = [
+        turn("t1", "/tools", "2026-01-01T00:00:01", "tools"),  # before the compaction: behind the summary
+        turn("t2", "one", "2026-01-01T00:00:02"),
+        turn("t3", "/sessions", "2026-01-01T00:00:04", "sessions"),
+        turn("t4", "two", "2026-01-01T00:00:05"),
+        turn("t5", "/fork", "2026-01-01T00:00:06", "fork"),
+    ]
+    messages = [
+        StoredMessage(seq=3, turn_id="t2", message=Message(role="assistant", content="answer one")),
+        StoredMessage(seq=4, turn_id="t4", message=Message(role="user", content="two")),
+    ]
+    history = SessionHistory(summary="S", messages=messages)
+    shown = [(u.session_update, u.content.text) for u in replay(history, turns, since="2026-01-01T00:00:03")]
+    assert shown == [
+        ("agent_message_chunk", "Summary of the earlier conversation:\n\nS"),
+        ("agent_message_chunk", "answer one"),
+        ("user_message_chunk", "/sessions"),
+        ("agent_message_chunk", "reply to /sessions"),
+        ("user_message_chunk", "two"),
+        ("user_message_chunk", "/fork"),
+        ("agent_message_chunk", "reply to /fork"),
+    ]

@@ -94,11 +94,13 @@ async def test_a_session_made_over_mcp_is_continued_over_acp_and_read_back_over_
         await conn.resume_session(cwd=str(dirs.workspace), session_id=session, mcp_servers=[])
         response = await conn.prompt(session_id=session, prompt=[acp.text_block("Which word?")])
         assert response.stop_reason == "end_turn"
+        await conn.prompt(session_id=session, prompt=[acp.text_block("/sessions")])
 
     async with Client(dirs.params([], script="last.json"), mode="auto") as client:
         stored = await structured(client, "session_get", {"session_id": session})
-    assert statuses(stored) == ["completed", "completed"]
-    assert [t["final_text"] for t in stored["turns"]] == ["Noted: the word is kiwi.", "It was kiwi."]
+    assert statuses(stored) == ["completed", "completed", "completed"]
+    assert [t["final_text"] for t in stored["turns"]][:2] == ["Noted: the word is kiwi.", "It was kiwi."]
+    assert [t.get("command") for t in stored["turns"]] == [None, None, "sessions"]  # the editor's command turn
 
 
 async def test_sigterm_during_a_turn_records_it_cancelled_and_exits(dirs: ServerDirs) -> None:
