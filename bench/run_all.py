@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         ("first_turn.py", [*rounds, *warmup]),
         ("approval_gate.py", [*rounds, *warmup]),
         ("runtime_hops.py", rounds),
+        ("end_of_input.py", [*rounds, *warmup]),
     ]
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())

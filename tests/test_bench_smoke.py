@@ -187,6 +187,15 @@ APPROVAL_GATE_LABELS = [
     "goal: <= 1.1x:",
     *MACHINE_LABELS,
 ]
+END_OF_INPUT_LABELS = [
+    "end of input (stdin closed) to exit",
+    "agent-server --protocol acp, exit after end of input (median):",
+    "agent-server (MCP), exit after end of input (median):",
+    "baseline (MCP), exit after end of input (median):",
+    "ratio (agent-server MCP / baseline):",
+    "goal: ACP <= 100 ms",
+    *MACHINE_LABELS,
+]
 TINY: dict[str, tuple[list[str], list[str]]] = {
     "tool_round.py": ([*ONE_ROUND, "--big", "3", "--small", "1", "--calls", "3"], TOOL_ROUND_LABELS),
     "persistence.py": ([*ONE_ROUND, "--big", "60", "--small", "10", "--batch", "3"], PERSISTENCE_LABELS),
@@ -199,6 +208,7 @@ TINY: dict[str, tuple[list[str], list[str]]] = {
     "first_turn.py": (ONE_ROUND, FIRST_TURN_LABELS),
     "approval_gate.py": (["--rounds", "1", "--warmup", "0", "--turns", "2"], APPROVAL_GATE_LABELS),
     "runtime_hops.py": (["--rounds", "1", "--turns", "2"], RUNTIME_HOPS_LABELS),
+    "end_of_input.py": ([*ONE_ROUND, "--settle", "0"], END_OF_INPUT_LABELS),
 }
 
 

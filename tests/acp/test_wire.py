@@ -127,3 +127,15 @@ async def test_sigterm_during_a_turn_records_it_cancelled_and_exits(dirs: Server
     async with Client(dirs.params([], script="last.json"), mode="auto") as client:
         stored = await structured(client, "session_get", {"session_id": session})
     assert statuses(stored) == ["cancelled"]
+
+
+async def test_the_agent_exits_at_end_of_input(dirs: ServerDirs) -> None:
+    """At end of input nothing is left to do: the agent leaves at once (editors SIGTERM it 100 ms later). The bound
+    here is only a generous limit (a loaded machine); `bench/end_of_input.py` measures the time itself."""
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, []) as (conn, client):
+        await conn.new_session(cwd=str(project), mcp_servers=[])
+        process = client.process
+        process.stdin.close()
+        with anyio.fail_after(2):
+            assert await process.wait() == 0
