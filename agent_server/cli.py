@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_server.errors import ConfigError
+from agent_server.version import version
 
 if TYPE_CHECKING:
     from agent_server.settings import Settings
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agent-server",
         description="An agent runtime served over the Model Context Protocol (JSON-RPC over stdio).",
     )
+    parser.add_argument("--version", action=_PrintVersion, nargs=0, help="print the version and exit")
     parser.add_argument(
         "--protocol",
         choices=["mcp", "acp"],
@@ -53,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000)")
     return parser
+
+
+class _PrintVersion(argparse.Action):
+    """`--version`, looked up only when asked for (the package metadata is read from disk)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
+        parser.exit(message=f"{parser.prog} {version()}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

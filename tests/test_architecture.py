@@ -18,6 +18,7 @@ LEAVES = {
     "ids",
     "nesting",
     "presentation",
+    "version",
 }
 ADAPTERS = {"llm", "tools", "store", "mounts"}
 # What anyone may call in an adapter package: its protocols and the mount configuration (settings validate it).

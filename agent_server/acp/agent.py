@@ -13,7 +13,6 @@ session's running prompts, so the turn is recorded `cancelled` and the prompt an
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +54,7 @@ from agent_server.errors import InvalidArgument
 from agent_server.mounts.config import MountConfig
 from agent_server.runtime import AgentRuntime, SessionTools
 from agent_server.types import SessionHistory, SessionInfo, TurnRecord
+from agent_server.version import NAME, version
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class AcpAgent:
                 fork=SessionForkCapabilities(),
             ),
         )
-        info = Implementation(name="agent-server", title="agent-server", version=_version())
+        info = Implementation(name=NAME, title=NAME, version=version())
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION), agent_capabilities=capabilities, agent_info=info
         )
@@ -361,10 +361,3 @@ def _workspace_and_mounts(cwd: str, servers: list[ClientMcpServer] | None) -> tu
     if not workspace.is_absolute():
         raise InvalidArgument(f"cwd {cwd!r} is not an absolute path")
     return workspace, mount_configs(servers, workspace)
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("agent-server")
-    except importlib.metadata.PackageNotFoundError:
-        return "0"

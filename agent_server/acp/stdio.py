@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import sys
+import threading
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from typing import cast
@@ -28,6 +28,7 @@ from acp.agent.connection import AgentSideConnection
 
 from agent_server.acp.agent import AcpAgent
 from agent_server.acp.wire import NdjsonWire
+from agent_server.doors.signals import cancel_on_signal
 from agent_server.runtime import AgentRuntime
 from agent_server.settings import Settings
 
@@ -42,15 +43,19 @@ async def serve_acp(settings: Settings) -> None:
     """
     runtime = AgentRuntime(settings)
     serving = anyio.CancelScope()
-    async with runtime, anyio.create_task_group() as tg:
-        tg.start_soon(_cancel_on_signal, serving)
-        tg.start_soon(_prepare, runtime)
-        async with anyio.create_task_group() as sessions:  # each open session's tools (mounts)
-            agent = AcpAgent(runtime, sessions)
-            with serving:
-                await _listen(agent)
-            agent.close_all()  # each session's holder stops its mounts and leaves
-        tg.cancel_scope.cancel()
+    unwound = threading.Event()
+    try:
+        async with runtime, anyio.create_task_group() as tg:
+            tg.start_soon(cancel_on_signal, serving, unwound)
+            tg.start_soon(_prepare, runtime)
+            async with anyio.create_task_group() as sessions:  # each open session's tools (mounts)
+                agent = AcpAgent(runtime, sessions)
+                with serving:
+                    await _listen(agent)
+                agent.close_all()  # each session's holder stops its mounts and leaves
+            tg.cancel_scope.cancel()
+    finally:
+        unwound.set()
 
 
 async def _listen(agent: AcpAgent) -> None:
@@ -93,11 +98,3 @@ async def _wire() -> AsyncGenerator[tuple[asyncio.StreamReader, asyncio.StreamWr
         write_transport.close()
         os.dup2(wire, 1)
         os.close(wire)
-
-
-async def _cancel_on_signal(scope: anyio.CancelScope) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            logger.info("received %s: shutting down", signal.Signals(signum).name)
-            scope.cancel()
-            return

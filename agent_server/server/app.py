@@ -32,6 +32,7 @@ from agent_server.server.task_wire import TaskHub, declares_tasks
 from agent_server.server.task_wire import capabilities as task_capabilities
 from agent_server.server.task_wire import install as install_tasks
 from agent_server.settings import Settings
+from agent_server.version import NAME, version
 
 if TYPE_CHECKING:
     from agent_server.llm.base import LLMClient
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SERVER_NAME = "agent-server"
+SERVER_NAME = NAME
 INSTRUCTIONS = (
     "agent-server runs an LLM agent over this workspace. Call run_turn with a prompt to run one agent "
     "turn (progress streams as notifications); sessions persist across restarts (session_* tools); "
@@ -122,7 +123,7 @@ def create_server(
 
     server = _AgentServer(
         SERVER_NAME,
-        version=_version(),
+        version=version(),
         instructions=INSTRUCTIONS,
         lifespan=_lifespan(runtime, listed),
         on_list_tools=list_tools,
@@ -157,12 +158,3 @@ class _AgentServer(Server[AgentRuntime]):
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )
         return task_capabilities(caps, protocol_version)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("agent-server")
-    except PackageNotFoundError:
-        return "0.0.0"

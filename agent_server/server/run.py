@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
@@ -12,15 +10,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
+from agent_server.doors.signals import cancel_on_signal
 from agent_server.settings import Settings
 
 if TYPE_CHECKING:
     from mcp.server import Server
 
 logger = logging.getLogger(__name__)
-
-SHUTDOWN_LIMIT_S = 5.0
-"""After a signal, the longest the orderly shutdown may take before the process leaves anyway."""
 
 Lifespan = Callable[[Any], AbstractAsyncContextManager[Any]]
 
@@ -40,7 +36,7 @@ async def serve_stdio(settings: Settings) -> None:
     unwound = threading.Event()
     server.lifespan = _signalling(server.lifespan, unwound)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_cancel_on_signal, tg.cancel_scope, unwound)
+        tg.start_soon(cancel_on_signal, tg.cancel_scope, unwound)
         async with _stdio() as (read, write):
             await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
@@ -75,24 +71,6 @@ def _signalling(lifespan: Lifespan, unwound: threading.Event) -> Lifespan:
             unwound.set()
 
     return wrapped
-
-
-async def _cancel_on_signal(scope: anyio.CancelScope, unwound: threading.Event) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            logger.info("received %s: shutting down", signal.Signals(signum).name)
-            scope.cancel()
-            # The SDK reads stdin in a worker thread that only returns on input or EOF, so after a
-            # signal the process could hang on it. Once the lifespan has unwound (turns recorded,
-            # mounts stopped, store closed) nothing is left to do: leave without waiting for it.
-            threading.Thread(target=_exit_when, args=(unwound,), daemon=True).start()
-            return
-
-
-def _exit_when(unwound: threading.Event) -> None:
-    unwound.wait(SHUTDOWN_LIMIT_S)
-    logging.shutdown()
-    os._exit(0)
 
 
 async def serve_http(settings: Settings, *, host: str, port: int) -> None:

@@ -116,3 +116,15 @@ def test_acp_refuses_a_missing_script_before_serving(tmp_path: Path, capsys: pyt
     code = main(["--workspace", str(tmp_path), "--protocol", "acp", "--llm", f"script:{tmp_path / 'nope.json'}"])
     assert code == EXIT_CONFIG
     assert "nope.json" in capsys.readouterr().err
+
+
+def test_version_is_the_one_every_door_reports(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent_server.mounts.transport import client_info
+    from agent_server.version import version
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    out = capsys.readouterr()
+    assert out.err == f"agent-server {version()}\n" and out.out == ""  # stdout is the wire
+    assert client_info().version == version()
