@@ -137,7 +137,7 @@ class AcpAgent:
         mcp_servers: list[ClientMcpServer] | None = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
-        with wire_errors():
+        with wire_errors("session/new"):
             workspace, configs = _workspace_and_mounts(cwd, mcp_servers)
             tools, closed = await self._tg.start(self._hold_tools, workspace, configs)
             try:
@@ -158,7 +158,7 @@ class AcpAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> LoadSessionResponse:
-        with wire_errors():
+        with wire_errors("session/load"):
             await self._reopen(session_id, cwd, mcp_servers)
             for update in replay(*await self._transcript(session_id)):
                 await self._send(session_id, update)
@@ -187,7 +187,7 @@ class AcpAgent:
         mcp_servers: list[ClientMcpServer] | None = None,
         **kwargs: Any,
     ) -> ResumeSessionResponse:
-        with wire_errors():
+        with wire_errors("session/resume"):
             await self._reopen(session_id, cwd, mcp_servers)
             return ResumeSessionResponse()
 
@@ -199,7 +199,7 @@ class AcpAgent:
         mcp_servers: list[ClientMcpServer] | None = None,
         **kwargs: Any,
     ) -> ForkSessionResponse:
-        with wire_errors():
+        with wire_errors("session/fork"):
             fork = await self._runtime.fork_session(session_id)
             await self._reopen(fork.session_id, cwd, mcp_servers)
             return ForkSessionResponse(session_id=fork.session_id)
@@ -207,7 +207,7 @@ class AcpAgent:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
-        with wire_errors():
+        with wire_errors("session/list"):
             sessions, next_cursor = await self._runtime.list_sessions(cursor=cursor, limit=LIST_PAGE, connection=None)
             listed = [self._listed(s) for s in sessions]
             if cwd is not None:
@@ -215,7 +215,7 @@ class AcpAgent:
             return ListSessionsResponse(sessions=listed, next_cursor=next_cursor)
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
-        with wire_errors():
+        with wire_errors("session/close"):
             session = self._open.pop(session_id, None)
             if session is None:
                 await self._runtime.get_session(session_id, connection=None)  # unknown: not found
@@ -268,7 +268,7 @@ class AcpAgent:
     # --- prompts ------------------------------------------------------------------------------
 
     async def prompt(self, prompt: list[PromptBlock], session_id: str, **kwargs: Any) -> PromptResponse:
-        with wire_errors():
+        with wire_errors("session/prompt"):
             session = self._opened(session_id)
             text = prompt_text(prompt)
             command = parse_command(text)

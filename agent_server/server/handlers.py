@@ -2,24 +2,23 @@
 
 Handlers are thin: each maps its params to one `AgentRuntime` call (the runtime acting for this request's
 principal, with its connection, events, trace id and client model) and the outcome to an `Outcome`: the result model
-(-> `structuredContent`), a short text (-> `content`) and whether it is an error. Known errors
-(`AgentServerError`) and invalid arguments become `isError` results whose `structuredContent.error`
-has a `type` and a `message`; anything unexpected is logged and reported as `internal_error`
-without internals. Cancellation always propagates.
+(-> `structuredContent`), a short text (-> `content`) and whether it is an error. An exception becomes an
+`isError` result whose `structuredContent.error` has a `type` and a `message`, as `doors.errors` classifies it
+(anything unexpected logged there and reported as `internal_error` without internals). Cancellation always
+propagates.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 from mcp.server import ServerRequestContext
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from agent_server.errors import INTERNAL_ERROR, AgentServerError, InvalidArgument
+from agent_server.doors.errors import classify
 from agent_server.runtime import AgentRuntime, ClientModel
 from agent_server.server import tool_specs as specs
 from agent_server.server.approval_channel import approval_channel
@@ -28,8 +27,6 @@ from agent_server.server.connections import connection_key
 from agent_server.server.principals import caller_runtime
 from agent_server.server.streaming import EventStreamer
 from agent_server.types import TurnRecord
-
-logger = logging.getLogger(__name__)
 
 Context = ServerRequestContext[AgentRuntime, Any]
 
@@ -79,31 +76,14 @@ def outcome_result(outcome: Outcome) -> types.CallToolResult:
 
 
 def error_result(tool: str, exc: Exception) -> types.CallToolResult:
-    """The result of a tool call that raised `exc` (not cancellation, which always propagates)."""
-    if isinstance(exc, ValidationError):
-        return tool_error(InvalidArgument(_validation_message(tool, exc)))
-    if isinstance(exc, AgentServerError):
-        return tool_error(exc)
-    logger.error("tool %s failed", tool, exc_info=exc)
-    return tool_error(AgentServerError(f"internal error in {tool}; see the server log"), INTERNAL_ERROR)
-
-
-def tool_error(exc: AgentServerError, error_type: str | None = None) -> types.CallToolResult:
-    error = {"type": error_type or exc.type, "message": exc.message}
+    """The result of a tool call that raised `exc` (not cancellation, which always propagates): every kind of
+    error (`doors.errors`) is an `isError` result whose `structuredContent.error` has its type and message."""
+    error = classify(exc, doing=tool)
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=exc.message)],
-        structured_content={"error": error},
+        content=[types.TextContent(type="text", text=error.message)],
+        structured_content={"error": {"type": error.type, "message": error.message}},
         is_error=True,
     )
-
-
-def _validation_message(tool: str, exc: ValidationError) -> str:
-    problems: list[str] = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"]) or "arguments"
-        message = "unknown argument" if error["type"] == "extra_forbidden" else error["msg"]
-        problems.append(f"{where}: {message}")
-    return f"invalid arguments for {tool}: " + "; ".join(problems)
 
 
 # --- run_turn and compact -------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
@@ -15,8 +14,6 @@ from agent_server.settings import Settings
 
 if TYPE_CHECKING:
     from mcp.server import Server
-
-logger = logging.getLogger(__name__)
 
 Lifespan = Callable[[Any], AbstractAsyncContextManager[Any]]
 
