@@ -45,11 +45,12 @@ from acp.schema import (
 from acp.schema import SessionInfo as AcpSessionInfo
 
 from agent_server.acp.commands import AVAILABLE, CommandContext, parse_command
-from agent_server.acp.errors import INVALID_PARAMS, record_summary, turn_error, wire_errors
+from agent_server.acp.errors import INVALID_PARAMS, turn_error, wire_errors
 from agent_server.acp.mcp_servers import ClientMcpServer, mount_configs
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import PromptBlock, prompt_text
 from agent_server.acp.updates import TurnUpdates, Update, commands_update, prompt_usage, replay
+from agent_server.doors.records import turn_json
 from agent_server.errors import InvalidArgument
 from agent_server.mounts.config import MountConfig
 from agent_server.runtime import AgentRuntime, SessionTools
@@ -340,7 +341,7 @@ def _response(record: TurnRecord) -> PromptResponse:
     return PromptResponse(
         stop_reason=stop,
         usage=prompt_usage(record.usage),
-        field_meta={"agent_server": {"turn": record_summary(record)}},
+        field_meta={"agent_server": {"turn": turn_json(record)}},
     )
 
 

@@ -19,6 +19,7 @@ from mcp.server import ServerRequestContext
 from pydantic import BaseModel
 
 from agent_server.doors.errors import classify
+from agent_server.doors.records import Detail, turn_view
 from agent_server.runtime import AgentRuntime, ClientModel
 from agent_server.server import tool_specs as specs
 from agent_server.server.approval_channel import approval_channel
@@ -114,7 +115,7 @@ async def handle_run_turn(runtime: AgentRuntime, ctx: Context, params: specs.Run
     return turn_outcome(record, params.detail)
 
 
-def turn_outcome(record: TurnRecord, detail: specs.Detail) -> Outcome:
+def turn_outcome(record: TurnRecord, detail: Detail) -> Outcome:
     """A turn's result: the record at `detail`, the final answer (or why there is none) as text."""
     text = record.final_text
     if record.status == "running":
@@ -130,7 +131,7 @@ def turn_outcome(record: TurnRecord, detail: specs.Detail) -> Outcome:
     elif record.status != "completed":
         reason = record.error.message if record.error else record.status
         text = f"[turn {record.status}] {reason}" + (f"\n\n{text}" if text else "")
-    return Outcome(specs.TurnResult.of(record, detail), text, is_error=record.status == "failed")
+    return Outcome(turn_view(record, detail), text, is_error=record.status == "failed")
 
 
 def streamer_for(runtime: AgentRuntime, ctx: Context) -> EventStreamer:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from agent_server.doors.records import turn_view
 from agent_server.runtime import AgentRuntime
 from agent_server.server import tool_specs as specs
 from agent_server.server.connections import connection_key
@@ -52,7 +53,7 @@ async def handle_get(runtime: AgentRuntime, ctx: Context, params: specs.SessionG
         ]
     result = specs.SessionGetResult(
         **session.model_dump(),
-        turns=[specs.TurnResult.of(turn, params.detail) for turn in turns],
+        turns=[turn_view(turn, params.detail) for turn in turns],
         next_turns_cursor=next_cursor,
         summary=await runtime.summary(session_id),
         compactions=await runtime.list_compactions(session_id),

@@ -12,33 +12,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agent_server.doors.records import DETAIL_HELP, Detail, TurnView
 from agent_server.types import (
-    ApprovalRecord,
-    AssistantTurn,
     CompactionRecord,
     DroppedTool,
     ErrorInfo,
     Message,
     SessionInfo,
-    ToolRound,
     ToolSpec,
     TraceMode,
-    Transition,
-    TurnRecord,
-    TurnStatus,
-    Usage,
-    one_line,
 )
 
 MAX_PAGE = 200
-TOOL_ERROR_LINE_CHARS = 200
-"""A failed inner call's error, as one line of a turn summary."""
-
-Detail = Literal["summary", "full"]
-_DETAIL_HELP = (
-    "`summary` (default): ids, status, final_text, error, usage and one line per inner tool call; "
-    "`full`: also every model answer, tool round (with the tools' whole results) and state transition."
-)
 
 
 class _Params(BaseModel):
@@ -64,7 +49,7 @@ class RunTurnParams(_Params):
     trace: TraceMode = Field(default="standard", description="`extended` also records the model's reasoning.")
     model: str | None = Field(default=None, description="Model name override for this turn.")
     tools: list[str] | None = Field(default=None, description="Allow-list of agent tool names or globs.")
-    detail: Detail = Field(default="summary", description=_DETAIL_HELP)
+    detail: Detail = Field(default="summary", description=DETAIL_HELP)
     background: bool = Field(
         default=False,
         description=(
@@ -90,7 +75,7 @@ TURN_WAIT_MAX_S = 600.0
 class TurnGetParams(_Params):
     turn_id: str = Field(min_length=1, description=_TURN_ID_HELP)
     session_id: str | None = Field(default=None, description=_TURN_SESSION_HELP)
-    detail: Detail = Field(default="summary", description=_DETAIL_HELP)
+    detail: Detail = Field(default="summary", description=DETAIL_HELP)
 
 
 class TurnWaitParams(_Params):
@@ -110,12 +95,12 @@ class TurnWaitParams(_Params):
             "Default: after the last event this connection was sent."
         ),
     )
-    detail: Detail = Field(default="summary", description=_DETAIL_HELP)
+    detail: Detail = Field(default="summary", description=DETAIL_HELP)
 
 
 class TurnCancelParams(_Params):
     turn_id: str = Field(min_length=1, description=_TURN_ID_HELP)
-    detail: Detail = Field(default="summary", description=_DETAIL_HELP)
+    detail: Detail = Field(default="summary", description=DETAIL_HELP)
 
 
 class CompactParams(_Params):
@@ -153,7 +138,7 @@ class SessionGetParams(_Params):
         default=None, description="`next_history_cursor` of the previous page; implies include_history."
     )
     history_limit: int = Field(default=50, ge=1, le=MAX_PAGE, description="Messages per history page.")
-    detail: Detail = Field(default="summary", description="How much of each turn: " + _DETAIL_HELP)
+    detail: Detail = Field(default="summary", description="How much of each turn: " + DETAIL_HELP)
 
 
 class HistoryEntry(_Result):
@@ -163,76 +148,11 @@ class HistoryEntry(_Result):
     message: Message
 
 
-class ToolCallLine(_Result):
-    """One inner tool call in a turn summary; its result stays in the turn's full record."""
-
-    round: int
-    name: str
-    is_error: bool
-    duration_s: float
-    error: str | None = Field(default=None, exclude_if=lambda v: v is None)
-    """The first line of a failed call's error."""
+TurnResult = TurnView
+"""The result of `run_turn`, `turn_get` and `turn_cancel` (`doors.records`: every door's view of a record)."""
 
 
-def _full_only(description: str) -> Any:
-    return Field(default=None, exclude_if=lambda v: v is None, description=description + " (detail `full` only)")
-
-
-class TurnResult(_Result):
-    """A turn as results carry it (DESIGN 3.4.1): a summary whose size does not grow with the tools' results,
-    or with detail `full` the whole record."""
-
-    turn_id: str
-    session_id: str
-    trace_id: str
-    status: TurnStatus
-    final_text: str
-    model_calls: int
-    """Model answers the turn received."""
-    tool_calls: list[ToolCallLine]
-    approval_count: int = 0
-    """Tool calls the approval gate settled (asked, remembered or refused); `detail: "full"` lists them."""
-    usage: Usage
-    compaction: CompactionRecord | None = None
-    error: ErrorInfo | None = None
-    model: str | None = None
-    started_at: str
-    finished_at: str | None = None
-    command: str | None = None
-    """The slash command an editor ran (answered without the model); None for a turn of the model."""
-    prompt: str | None = _full_only("The user's prompt")
-    trace: TraceMode | None = _full_only("The trace mode")
-    assistant_turns: list[AssistantTurn] | None = _full_only("Every model answer")
-    tool_rounds: list[ToolRound] | None = _full_only("Every tool round, with the whole results")
-    transitions: list[Transition] | None = _full_only("The loop's state transitions")
-    approvals: list[ApprovalRecord] | None = _full_only("Each call the approval gate settled, and how")
-
-    @classmethod
-    def of(cls, record: TurnRecord, detail: Detail) -> "TurnResult":
-        summary = record.model_dump(exclude=_FULL_ONLY | {"tool_calls"})
-        lines = [
-            ToolCallLine(
-                round=tool_round.tool_round,
-                name=result.name,
-                is_error=result.is_error,
-                duration_s=round(result.duration_s, 3),
-                error=one_line(result.text(), TOOL_ERROR_LINE_CHARS) if result.is_error else None,
-            )
-            for tool_round in record.tool_rounds
-            for result in tool_round.tool_results
-        ]
-        full = record.model_dump(include=_FULL_ONLY) if detail == "full" else {}
-        calls = len(record.assistant_turns)
-        count = len(record.approvals)
-        return cls.model_validate(
-            {**summary, **full, "model_calls": calls, "tool_calls": lines, "approval_count": count}
-        )
-
-
-_FULL_ONLY = {"prompt", "trace", "assistant_turns", "tool_rounds", "transitions", "approvals"}
-
-
-class TurnWaitResult(TurnResult):
+class TurnWaitResult(TurnView):
     last_event: int = Field(description="The number of the last event of the turn sent so far (for after_event).")
 
 
@@ -245,7 +165,7 @@ class ToolError(BaseModel):
 
 
 class SessionGetResult(SessionInfo):
-    turns: list[TurnResult]
+    turns: list[TurnView]
     next_turns_cursor: str | None = None
     summary: str | None = None
     compactions: list[CompactionRecord]

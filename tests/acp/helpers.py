@@ -114,6 +114,16 @@ async def spawned(
             yield conn, recorder
 
 
+async def full_record(dirs: ServerDirs, turn: dict[str, Any]) -> dict[str, Any]:
+    """The whole stored record of a turn (`_meta.agent_server.turn` is its summary), read over MCP."""
+    from mcp import Client
+
+    from tests.subprocess.helpers import structured
+
+    async with Client(dirs.params([], script="reader.json"), mode="auto") as client:
+        return await structured(client, "turn_get", {"turn_id": turn["turn_id"], "detail": "full"})
+
+
 PYTHON = sys.executable
 WORKSPACE_FILE = "notes.txt"
 

@@ -14,10 +14,11 @@ import pytest
 from acp import RequestError
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import McpServerStdio
+from mcp import Client
 
-from tests.acp.helpers import READ_ROUND, WAIT_S, RecordingClient, make_workspace, spawned
+from tests.acp.helpers import READ_ROUND, WAIT_S, RecordingClient, full_record, make_workspace, spawned
 from tests.mounts.conftest import NODE_MODULES
-from tests.subprocess.helpers import ServerDirs
+from tests.subprocess.helpers import ServerDirs, structured
 from tests.unit.mounts.helpers import alive, poll_until, read_pid
 
 pytestmark = pytest.mark.anyio
@@ -319,7 +320,9 @@ async def test_a_write_asks_the_editor_and_runs_only_when_allowed(
     assert asked_session == session and tool_call.kind == "edit" and tool_call.raw_input["path"] == "out.txt"
     assert len(options) == 4
     assert (project / "out.txt").exists() is written
-    assert [(a["tool"], a["channel"], a["decision"]) for a in turn["approvals"]] == [("write_file", "acp", decision)]
+    assert turn["approval_count"] == 1  # the summary counts them; the whole record lists them
+    approvals = (await full_record(dirs, turn))["approvals"]
+    assert [(a["tool"], a["channel"], a["decision"]) for a in approvals] == [("write_file", "acp", decision)]
 
 
 HIDDEN_PAYLOAD = "ls #" + "\u200b" * 200 + "\necho PAYLOAD > pwned.txt"
@@ -382,7 +385,8 @@ async def test_cancel_resolves_a_pending_permission_request_as_cancelled(dirs: S
     assert response.stop_reason == "cancelled"
     turn = turn_of(response)
     assert turn["status"] == "cancelled"
-    assert [(a["tool"], a["decision"]) for a in turn["approvals"]] == [("write_file", "cancelled")]
+    approvals = (await full_record(dirs, turn))["approvals"]
+    assert [(a["tool"], a["decision"]) for a in approvals] == [("write_file", "cancelled")]
     assert not (project / "out.txt").exists()
 
 
@@ -559,3 +563,15 @@ async def test_load_replays_the_slash_command_turns_in_their_place(dirs: ServerD
         ("agent_message_chunk", "Hi."),
     ]
     assert turn_of(response)["status"] == "completed"
+
+
+async def test_a_prompts_answer_carries_the_same_turn_summary_as_mcp_results(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, READ_ROUND) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("What is the secret word?")])
+    summary = turn_of(response)
+    async with Client(dirs.params([], script="reader.json"), mode="auto") as client:
+        over_mcp = await structured(client, "turn_get", {"turn_id": summary["turn_id"]})
+    assert summary == over_mcp
+    assert "tool_rounds" not in summary and summary["tool_calls"][0]["name"] == "read_file"
