@@ -49,12 +49,14 @@ from agent_server.acp.errors import INVALID_PARAMS, turn_error, wire_errors
 from agent_server.acp.mcp_servers import ClientMcpServer, mount_configs
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import PromptBlock, prompt_text
-from agent_server.acp.updates import TurnUpdates, Update, commands_update, prompt_usage, replay
+from agent_server.acp.updates import Update, commands_update, prompt_usage, replay, turn_updates, update_for
 from agent_server.doors.records import turn_json
+from agent_server.doors.show import Said
+from agent_server.doors.transcript import load_transcript
 from agent_server.errors import InvalidArgument
 from agent_server.mounts.config import MountConfig
 from agent_server.runtime import AgentRuntime, SessionTools
-from agent_server.types import SessionHistory, SessionInfo, TurnRecord
+from agent_server.types import SessionInfo, TurnRecord
 from agent_server.version import NAME, version
 
 logger = logging.getLogger(__name__)
@@ -62,7 +64,6 @@ logger = logging.getLogger(__name__)
 WORKSPACE_KEY = "workspace"
 """The session metadata key that keeps an ACP session's `cwd`."""
 LIST_PAGE = 50
-TURNS_PAGE = 200
 STOP_REASONS: dict[str, StopReason] = {
     "completed": "end_turn",
     "truncated": "max_tokens",
@@ -161,24 +162,9 @@ class AcpAgent:
     ) -> LoadSessionResponse:
         with wire_errors("session/load"):
             await self._reopen(session_id, cwd, mcp_servers)
-            for update in replay(*await self._transcript(session_id)):
+            for update in replay(await load_transcript(self._runtime, session_id)):
                 await self._send(session_id, update)
             return LoadSessionResponse()
-
-    async def _transcript(self, session_id: str) -> tuple[SessionHistory, list[TurnRecord], str | None]:
-        """What `replay` needs: the live history, every turn (for the slash commands' turns and their places), and
-        when the session was last compacted (the commands' turns before that are behind the summary)."""
-        runtime = self._runtime
-        history = await runtime.history(session_id)
-        turns: list[TurnRecord] = []
-        cursor: str | None = None
-        while True:
-            page, cursor = await runtime.list_turns(session_id, cursor=cursor, limit=TURNS_PAGE)
-            turns += page
-            if cursor is None:
-                break
-        compacted = [c.created_at for c in await runtime.list_compactions(session_id) if not c.dry_run]
-        return history, turns, max(compacted, default=None)
 
     async def resume_session(
         self,
@@ -275,14 +261,14 @@ class AcpAgent:
             command = parse_command(text)
             if command is not None:
                 reply = await command.handler(CommandContext(self._runtime, session_id, session.tools), command.args)
-                await self._send(session_id, _message(reply))
+                await self._send(session_id, update_for(Said("agent", reply)))
                 await self._runtime.record_command(session_id, command=command.name, prompt=text, reply=reply)
                 return PromptResponse(stop_reason="end_turn")
             return await self._turn(session, text)
 
     async def _turn(self, session: OpenSession, text: str) -> PromptResponse:
         settings = self._runtime.settings
-        updates = TurnUpdates(
+        updates = turn_updates(
             lambda update: self._send(session.session_id, update),
             flush_interval=settings.token_flush_interval_s,
             context_window=settings.context_window,
@@ -343,12 +329,6 @@ def _response(record: TurnRecord) -> PromptResponse:
         usage=prompt_usage(record.usage),
         field_meta={"agent_server": {"turn": turn_json(record)}},
     )
-
-
-def _message(text: str) -> Update:
-    from acp.helpers import update_agent_message_text
-
-    return update_agent_message_text(text)
 
 
 def _workspace_and_mounts(cwd: str, servers: list[ClientMcpServer] | None) -> tuple[Path, list[MountConfig]]:

@@ -39,13 +39,13 @@ import mcp_types as types
 from mcp import MCPError
 from pydantic import Field
 
+from agent_server.doors.show import describe
 from agent_server.errors import AgentServerError, InvalidArgument
 from agent_server.runtime import AgentRuntime
 from agent_server.server import tool_specs as specs
 from agent_server.server.connections import connection_key
 from agent_server.server.handlers import Context, error_result, outcome_result, turn_outcome
 from agent_server.server.principals import caller_runtime, principal_of
-from agent_server.server.streaming import describe
 from agent_server.server.task_wire import TaskIdParams, UpdateTaskParams
 from agent_server.server.turn_handlers import begin_background
 from agent_server.store.base import SharedTask

@@ -18,18 +18,19 @@ from acp.agent.connection import AgentSideConnection
 from acp.client.connection import ClientSideConnection
 from acp.schema import HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 
-import agent_server.acp.updates as updates_module
+import agent_server.doors.stream as stream_module
 from agent_server.acp.commands import parse_command
 from agent_server.acp.mcp_servers import mount_configs
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import prompt_text
-from agent_server.acp.updates import TurnUpdates, Update, replay, tool_kind
+from agent_server.acp.updates import Update, replay, tool_kind, turn_updates
 from agent_server.acp.wire import NdjsonWire, parse_message
 from agent_server.approvals import ApprovalRequest
+from agent_server.doors.transcript import transcript
 from agent_server.errors import InvalidArgument
 from agent_server.events import DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
 from agent_server.presentation import Presentation
-from agent_server.types import Message, SessionHistory, StoredMessage, TextPart, ToolCall, ToolResult, TurnRecord, Usage
+from agent_server.types import Message, SessionHistory, StoredMessage, TextPart, ToolCall, ToolResult, Usage
 from tests.acp.helpers import RecordingClient
 from tests.fakes.clock import booted_clock
 
@@ -43,13 +44,13 @@ async def test_token_deltas_are_coalesced_and_flushed_before_a_tool_call(
     uptime_s: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The coalescing must not depend on how long the machine has been up (its monotonic clock's reading).
-    monkeypatch.setattr(updates_module, "time", booted_clock(uptime_s))
+    monkeypatch.setattr(stream_module, "time", booted_clock(uptime_s))
     sent: list[Update] = []
 
     async def send(update: Update) -> None:
         sent.append(update)
 
-    updates = TurnUpdates(send, flush_interval=3600, context_window=1000)
+    updates = turn_updates(send, flush_interval=3600, context_window=1000)
     call = ToolCall(id="c1", name="search_text", arguments={"pattern": "x"})
     await updates(TurnEvent(**IDS, prompt="p"))
     for delta in ["Let ", "me ", "look."]:
@@ -102,7 +103,9 @@ def test_replay_puts_the_summary_first_then_each_message() -> None:
     history = SessionHistory(
         summary="earlier", messages=[StoredMessage(seq=i, turn_id="t", message=m) for i, m in enumerate(messages)]
     )
-    kinds = [(u.session_update, getattr(getattr(u, "content", None), "text", None)) for u in replay(history)]
+    kinds = [
+        (u.session_update, getattr(getattr(u, "content", None), "text", None)) for u in replay(transcript(history))
+    ]
     assert kinds == [
         ("agent_message_chunk", "Summary of the earlier conversation:\n\nearlier"),
         ("user_message_chunk", "hi"),
@@ -242,40 +245,3 @@ def test_requests_notifications_and_responses_pass_the_wire_unchanged() -> None:
     ]:
         assert parse_message(text.encode()) == (json.loads(text), None)
     assert parse_message(b"  ") == (None, None)
-
-
-def test_replay_puts_each_command_turn_in_its_place_and_leaves_out_those_behind_the_summary() -> None:
-    def turn(turn_id: str, prompt: str, started_at: str, command: str | None = None) -> TurnRecord:
-        return TurnRecord(
-            turn_id=turn_id,
-            session_id="ses_1",
-            trace_id="trace_1",
-            status="completed",
-            prompt=prompt,
-            final_text=f"reply to {prompt}",
-            command=command,
-            started_at=started_at,
-        )
-
-    turns = [
-        turn("t1", "/tools", "2026-01-01T00:00:01", "tools"),  # before the compaction: behind the summary
-        turn("t2", "one", "2026-01-01T00:00:02"),
-        turn("t3", "/sessions", "2026-01-01T00:00:04", "sessions"),
-        turn("t4", "two", "2026-01-01T00:00:05"),
-        turn("t5", "/fork", "2026-01-01T00:00:06", "fork"),
-    ]
-    messages = [
-        StoredMessage(seq=3, turn_id="t2", message=Message(role="assistant", content="answer one")),
-        StoredMessage(seq=4, turn_id="t4", message=Message(role="user", content="two")),
-    ]
-    history = SessionHistory(summary="S", messages=messages)
-    shown = [(u.session_update, u.content.text) for u in replay(history, turns, since="2026-01-01T00:00:03")]
-    assert shown == [
-        ("agent_message_chunk", "Summary of the earlier conversation:\n\nS"),
-        ("agent_message_chunk", "answer one"),
-        ("user_message_chunk", "/sessions"),
-        ("agent_message_chunk", "reply to /sessions"),
-        ("user_message_chunk", "two"),
-        ("user_message_chunk", "/fork"),
-        ("agent_message_chunk", "reply to /fork"),
-    ]
