@@ -11,6 +11,8 @@ A door (`server/` for MCP, `acp/` for ACP, a program's own) is a thin mapping fr
 - `records.py`: a turn record as results carry it, summary or full, from one field list (`TurnView`).
 - `errors.py`: which exceptions the caller caused (not found, invalid) and which are internal, with one logging
   rule; each door maps the kind to its protocol.
+- `stdio.py`: the stdio guard (the wire off fds 0 and 1 while serving), bounded lines in, whole messages out,
+  on the event loop.
 - `signals.py`: SIGTERM/SIGINT cancel the serving and the process leaves once it has unwound.
 
 The version every door reports is `agent_server.version`. The kit imports the runtime and the leaves, never a

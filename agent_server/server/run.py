@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncGenerator, Callable
-from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -41,19 +41,15 @@ async def serve_stdio(settings: Settings) -> None:
 
 @asynccontextmanager
 async def _stdio() -> AsyncGenerator[Any]:
-    """The SDK's stdio transport, with the event-loop stdin reader and stdout writer where each is safe
-    (see server/stdin.py and server/stdout.py); the SDK's own thread-backed file for the other."""
+    """The SDK's stdio transport over the wire `doors.stdio` guards (bounded lines in, read and written on the
+    event loop)."""
     from mcp.server.stdio import stdio_server
 
-    from agent_server.server.stdin import can_claim_stdin, claim_stdin
-    from agent_server.server.stdout import can_claim_stdout, claim_stdout
+    from agent_server.doors.stdio import claim_stdio
 
-    with ExitStack() as claims:
-        stdin = claims.enter_context(claim_stdin()) if can_claim_stdin() else None
-        on_closed = stdin.end if stdin is not None else None  # a client gone from stdout ends the input too
-        stdout = claims.enter_context(claim_stdout(on_closed=on_closed)) if can_claim_stdout() else None
+    with claim_stdio() as (reader, writer):
         async with stdio_server(
-            stdin=cast("anyio.AsyncFile[str] | None", stdin), stdout=cast("anyio.AsyncFile[str] | None", stdout)
+            stdin=cast("anyio.AsyncFile[str]", reader), stdout=cast("anyio.AsyncFile[str]", writer)
         ) as streams:
             yield streams
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -26,6 +27,7 @@ from agent_server.acp.prompt_blocks import prompt_text
 from agent_server.acp.updates import Update, replay, tool_kind, turn_updates
 from agent_server.acp.wire import NdjsonWire, parse_message
 from agent_server.approvals import ApprovalRequest
+from agent_server.doors.stdio import LineReader, WireWriter
 from agent_server.doors.transcript import transcript
 from agent_server.errors import InvalidArgument
 from agent_server.events import DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
@@ -210,14 +212,18 @@ async def test_permission_choices_map_to_the_gate_decisions(choice: str | None, 
 
 
 async def test_the_wire_ends_at_a_line_longer_than_its_limit_keeping_the_lines_before_it() -> None:
-    reader = asyncio.StreamReader()
     first = b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}'
-    reader.feed_data(first + b"\n" + b"x" * 4096 + b"\n" + first + b"\n")
-    reader.feed_eof()
-    wire = NdjsonWire(reader, cast(asyncio.StreamWriter, None), max_line_bytes=1024)  # nothing is answered here
-
-    assert await wire.receive() == json.loads(first)
-    assert await wire.receive() is None  # the stream cannot resynchronise after a cut line: it ends
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, first + b"\n" + b"x" * 4096 + b"\n" + first + b"\n")
+        os.close(write_fd)
+        reader = LineReader(read_fd, max_line_bytes=1024)
+        wire = NdjsonWire(reader, cast(WireWriter, None))  # nothing is answered here
+        with anyio.fail_after(5):
+            assert await wire.receive() == json.loads(first)
+            assert await wire.receive() is None  # the stream cannot resynchronise after a cut line: it ends
+    finally:
+        os.close(read_fd)
 
 
 @pytest.mark.parametrize(
