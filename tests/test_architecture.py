@@ -19,6 +19,7 @@ LEAVES = {
     "nesting",
     "presentation",
     "version",
+    "turn_options",
 }
 ADAPTERS = {"llm", "tools", "store", "mounts"}
 # What anyone may call in an adapter package: its protocols and the mount configuration (settings validate it).

@@ -4,7 +4,7 @@
 like the MCP server in `server/`, built on the official `agent-client-protocol` library:
 
 - `agent.py`: the ACP `Agent` (initialize, sessions, prompt, cancel), one `OpenSession` per session
-  this connection opened, with the session's own workspace and MCP servers (`runtime.session_tools`).
+  this connection opened, with the session's own workspace and MCP servers (`runtime.in_workspace`).
 - `updates.py`: turn events -> `session/update` (coalesced message chunks, tool calls, usage), and a
   stored history replayed as updates (`session/load`).
 - `prompt_blocks.py`: prompt content blocks -> the text the model sees.

@@ -2,7 +2,7 @@
 
 Each session this connection opened (`session/new`, `load`, `resume`, `fork`) is an `OpenSession`:
 its workspace (the request's `cwd`) and the MCP servers the client gave, held by a task in the
-server's task group (`runtime.session_tools`), stopped by `session/close` or when the process exits.
+server's task group (`runtime.in_workspace`), stopped by `session/close` or when the process exits.
 A prompt needs its session open here (ACP: load or resume it first). Sessions are the runtime's
 stored sessions, the same ones the MCP front door serves; a session's `cwd` is kept in its metadata
 (`workspace`) for `session/list`; sessions made over MCP report the configured workspace.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -55,12 +55,15 @@ from agent_server.doors.show import Said
 from agent_server.doors.transcript import load_transcript
 from agent_server.errors import InvalidArgument
 from agent_server.mounts.config import MountConfig
-from agent_server.runtime import AgentRuntime, SessionTools
+from agent_server.runtime import AgentRuntime
+from agent_server.turn_options import TurnChoices, TurnOptions
 from agent_server.types import SessionInfo, TurnRecord
 from agent_server.version import NAME, version
 
 logger = logging.getLogger(__name__)
 
+META_KEY = "agent_server"
+"""The `_meta` key of what this agent adds: a prompt's `options`, an answer's `turn`."""
 WORKSPACE_KEY = "workspace"
 """The session metadata key that keeps an ACP session's `cwd`."""
 LIST_PAGE = 50
@@ -76,7 +79,8 @@ STOP_REASONS: dict[str, StopReason] = {
 @dataclass
 class OpenSession:
     session_id: str
-    tools: SessionTools
+    runtime: AgentRuntime
+    """The runtime in this session's workspace, with its MCP servers (`AgentRuntime.in_workspace`)."""
     closed: anyio.Event
     approvals: AcpApprovalChannel
     turns: set[anyio.CancelScope] = field(default_factory=set[anyio.CancelScope])
@@ -141,15 +145,15 @@ class AcpAgent:
     ) -> NewSessionResponse:
         with wire_errors("session/new"):
             workspace, configs = _workspace_and_mounts(cwd, mcp_servers)
-            tools, closed = await self._tg.start(self._hold_tools, workspace, configs)
+            runtime, closed = await self._tg.start(self._hold_tools, workspace, configs)
             try:
                 info = await self._runtime.create_session(
-                    metadata={WORKSPACE_KEY: str(tools.workspace)}, connection=None
+                    metadata={WORKSPACE_KEY: str(runtime.workspace)}, connection=None
                 )
             except BaseException:
                 closed.set()
                 raise
-            self._register(info.session_id, tools, closed)
+            self._register(info.session_id, runtime, closed)
             return NewSessionResponse(session_id=info.session_id)
 
     async def load_session(
@@ -214,15 +218,15 @@ class AcpAgent:
         """Open a stored session here with this workspace and these servers (closing it first if open)."""
         await self._runtime.get_session(session_id, connection=None)
         workspace, configs = _workspace_and_mounts(cwd, mcp_servers)
-        tools, closed = await self._tg.start(self._hold_tools, workspace, configs)
+        runtime, closed = await self._tg.start(self._hold_tools, workspace, configs)
         previous = self._open.pop(session_id, None)
         if previous is not None:
             previous.close()
-        self._register(session_id, tools, closed)
+        self._register(session_id, runtime, closed)
 
-    def _register(self, session_id: str, tools: SessionTools, closed: anyio.Event) -> None:
+    def _register(self, session_id: str, runtime: AgentRuntime, closed: anyio.Event) -> None:
         approvals = AcpApprovalChannel(self.client, session_id)
-        self._open[session_id] = OpenSession(session_id, tools, closed, approvals)
+        self._open[session_id] = OpenSession(session_id, runtime, closed, approvals)
         # After the response that names the session: a task of its own, started once this handler returns.
         self._tg.start_soon(self._announce_commands, session_id)
 
@@ -237,12 +241,12 @@ class AcpAgent:
         workspace: Path,
         configs: list[MountConfig],
         *,
-        task_status: anyio.abc.TaskStatus[tuple[SessionTools, anyio.Event]],
+        task_status: anyio.abc.TaskStatus[tuple[AgentRuntime, anyio.Event]],
     ) -> None:
         """Own one session's tools (its mounts' task group) until the session closes or the server stops."""
-        async with self._runtime.session_tools(workspace, configs) as tools:
+        async with self._runtime.in_workspace(workspace, configs) as runtime:
             closed = anyio.Event()
-            task_status.started((tools, closed))
+            task_status.started((runtime, closed))
             await closed.wait()
 
     def _listed(self, session: SessionInfo) -> AcpSessionInfo:
@@ -255,18 +259,21 @@ class AcpAgent:
     # --- prompts ------------------------------------------------------------------------------
 
     async def prompt(self, prompt: list[PromptBlock], session_id: str, **kwargs: Any) -> PromptResponse:
+        """A prompt's `_meta.agent_server.options` holds the turn's choices (`TurnChoices`: the tool-pass limit,
+        the timeout, the trace mode, the model, the tool allow-list), checked as MCP checks `run_turn`'s."""
         with wire_errors("session/prompt"):
             session = self._opened(session_id)
+            choices = _choices(kwargs.get(META_KEY))
             text = prompt_text(prompt)
             command = parse_command(text)
             if command is not None:
-                reply = await command.handler(CommandContext(self._runtime, session_id, session.tools), command.args)
+                reply = await command.handler(CommandContext(session.runtime, session_id), command.args)
                 await self._send(session_id, update_for(Said("agent", reply)))
                 await self._runtime.record_command(session_id, command=command.name, prompt=text, reply=reply)
                 return PromptResponse(stop_reason="end_turn")
-            return await self._turn(session, text)
+            return await self._turn(session, text, TurnOptions.of(choices, approvals=session.approvals))
 
-    async def _turn(self, session: OpenSession, text: str) -> PromptResponse:
+    async def _turn(self, session: OpenSession, text: str, options: TurnOptions) -> PromptResponse:
         settings = self._runtime.settings
         updates = turn_updates(
             lambda update: self._send(session.session_id, update),
@@ -277,13 +284,8 @@ class AcpAgent:
         with anyio.CancelScope() as scope:
             session.turns.add(scope)
             try:
-                record = await self._runtime.run_turn(
-                    text,
-                    session_id=session.session_id,
-                    connection=None,
-                    on_event=updates,
-                    session_tools=session.tools,
-                    approvals=session.approvals,
+                record = await session.runtime.run_turn(
+                    text, session_id=session.session_id, connection=None, on_event=updates, options=options
                 )
             finally:
                 session.turns.discard(scope)
@@ -327,8 +329,23 @@ def _response(record: TurnRecord) -> PromptResponse:
     return PromptResponse(
         stop_reason=stop,
         usage=prompt_usage(record.usage),
-        field_meta={"agent_server": {"turn": turn_json(record)}},
+        field_meta={META_KEY: {"turn": turn_json(record)}},
     )
+
+
+def _choices(meta: object) -> TurnChoices:
+    """The turn's choices from a prompt's `_meta.agent_server` (none: the defaults).
+
+    Raises:
+        ValidationError: `options` holds an unknown or invalid choice.
+        InvalidArgument: `_meta.agent_server` or its `options` is no object.
+    """
+    if meta is None:
+        return TurnChoices()
+    options: object = cast(dict[str, object], meta).get("options", {}) if isinstance(meta, dict) else None
+    if not isinstance(options, dict):
+        raise InvalidArgument(f"_meta.{META_KEY}.options must be an object of turn options")
+    return TurnChoices.model_validate(options)
 
 
 def _workspace_and_mounts(cwd: str, servers: list[ClientMcpServer] | None) -> tuple[Path, list[MountConfig]]:
@@ -336,7 +353,7 @@ def _workspace_and_mounts(cwd: str, servers: list[ClientMcpServer] | None) -> tu
 
     Raises:
         InvalidArgument: `cwd` is not absolute, or a server is not valid (the directory itself is
-            checked by `runtime.session_tools`).
+            checked by `runtime.in_workspace`).
     """
     workspace = Path(cwd)
     if not workspace.is_absolute():

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredCommandInput
 
-from agent_server.runtime import AgentRuntime, SessionTools
+from agent_server.runtime import AgentRuntime
 
 SESSIONS_SHOWN = 20
 
@@ -21,8 +21,8 @@ SESSIONS_SHOWN = 20
 @dataclass(frozen=True)
 class CommandContext:
     runtime: AgentRuntime
+    """The runtime in the session's workspace (`AgentRuntime.in_workspace`)."""
     session_id: str
-    tools: SessionTools
 
 
 Handler = Callable[[CommandContext, str], Awaitable[str]]
@@ -57,7 +57,7 @@ async def _sessions(ctx: CommandContext, _args: str) -> str:
 
 
 async def _tools(ctx: CommandContext, _args: str) -> str:
-    report = await ctx.runtime.agent_tools(session_tools=ctx.tools)
+    report = await ctx.runtime.agent_tools()
     lines = [f"- {t.name} ({t.source}): {t.description.splitlines()[0] if t.description else ''}" for t in report.tools]
     lines += [
         f"server {s['name']} ({s['transport']}): {s['state']}" + (f": {s['error']}" if s["error"] else "")

@@ -114,7 +114,7 @@ async def drive(
         settings=deps.settings,
         store=deps.store,
         session_id=request.session_id,
-        channel=request.approvals,
+        channel=request.options.approvals,
         specs=deps.tools.list_tools,
         known={spec.name: spec for spec in tools},
         on_record=state.add_approval,
@@ -191,7 +191,7 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
         )
     await run.status("sampling", f"sampling (round {run.tool_round + 1})")
     request = ModelRequest(
-        messages=run.messages, tools=run.tools, model=run.request.model, session_id=run.state.record.session_id
+        messages=run.messages, tools=run.tools, model=run.request.options.model, session_id=run.state.record.session_id
     )
 
     async def on_text(delta: str) -> None:
@@ -213,7 +213,7 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
 async def _record_response(run: _Run, response: ModelResponse) -> ModelResponse:
     """The response with its arguments' nesting bounded, added to the record."""
     response = response.model_copy(update={"tool_calls": bound_argument_nesting(response.tool_calls)})
-    reasoning = response.reasoning if run.request.trace == "extended" else None
+    reasoning = response.reasoning if run.request.options.trace == "extended" else None
     phase = "initial" if run.tool_round == 0 else f"followup_{run.tool_round}"
     kept = fit_calls(response.tool_calls, result_budget(run.deps.settings, len(response.tool_calls)))
     turn = AssistantTurn(

@@ -60,8 +60,8 @@ class TurnState:
             trace_id=request.trace_id,
             status="running",
             prompt=request.prompt,
-            trace=request.trace,
-            model=request.model,
+            trace=request.options.trace,
+            model=request.options.model,
             started_at=utc_now(),
         )
         return cls(record=record)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class SessionTools:
-    """One session's own tools (ACP `session/new {cwd, mcpServers}`), made by `AgentRuntime.session_tools`.
+    """One session's own tools (ACP `session/new {cwd, mcpServers}`), made by `AgentRuntime.in_workspace`.
 
     The built-in tools confined to `workspace` instead of the settings' workspace, the configured mounts,
     and the servers the client gave for this session; turns run with it see its workspace's prompt files.

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from agent_server.doors.errors import classify
 from agent_server.doors.records import Detail, turn_view
-from agent_server.runtime import AgentRuntime, ClientModel
+from agent_server.runtime import AgentRuntime, ClientModel, TurnOptions
 from agent_server.server import tool_specs as specs
 from agent_server.server.approval_channel import approval_channel
 from agent_server.server.client_model import client_model
@@ -96,6 +96,12 @@ async def handle_run_turn(runtime: AgentRuntime, ctx: Context, params: specs.Run
 
         return await start_background(runtime, ctx, params)
     streamer = streamer_for(runtime, ctx)
+    options = TurnOptions.of(
+        params,
+        trace_id=trace_id_from_meta(ctx.meta),
+        approvals=approval_channel(ctx),
+        client_model=_client_model(runtime, ctx),
+    )
     async with streamer.heartbeat():
         record = await runtime.run_turn(
             params.prompt,
@@ -103,14 +109,7 @@ async def handle_run_turn(runtime: AgentRuntime, ctx: Context, params: specs.Run
             connection=connection_key(ctx),
             on_event=streamer,
             on_wait=streamer.waiting_on,
-            max_tool_passes=params.max_tool_passes,
-            timeout_s=params.timeout_s,
-            trace=params.trace,
-            model=params.model,
-            tools=params.tools,
-            trace_id=trace_id_from_meta(ctx.meta),
-            client_model=_client_model(runtime, ctx),
-            approvals=approval_channel(ctx),
+            options=options,
         )
     return turn_outcome(record, params.detail)
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent_server.doors.records import DETAIL_HELP, Detail, TurnView
+from agent_server.turn_options import TurnChoices
 from agent_server.types import (
     CompactionRecord,
     DroppedTool,
@@ -20,7 +21,6 @@ from agent_server.types import (
     Message,
     SessionInfo,
     ToolSpec,
-    TraceMode,
 )
 
 MAX_PAGE = 200
@@ -35,7 +35,9 @@ class _Result(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
 
-class RunTurnParams(_Params):
+class RunTurnParams(TurnChoices):
+    """`run_turn`'s arguments: the turn's choices (`TurnChoices`, every door's), and the MCP door's own."""
+
     prompt: str = Field(min_length=1, description="What the user asks the agent; must not be blank.")
     session_id: str | None = Field(
         default=None,
@@ -44,11 +46,6 @@ class RunTurnParams(_Params):
             "omitted: this connection's current session (created by the first such call)."
         ),
     )
-    max_tool_passes: int | None = Field(default=None, ge=0, le=1000, description="Tool rounds allowed (default 50).")
-    timeout_s: float | None = Field(default=None, gt=0, le=86_400, description="Wall-clock limit for the whole turn.")
-    trace: TraceMode = Field(default="standard", description="`extended` also records the model's reasoning.")
-    model: str | None = Field(default=None, description="Model name override for this turn.")
-    tools: list[str] | None = Field(default=None, description="Allow-list of agent tool names or globs.")
     detail: Detail = Field(default="summary", description=DETAIL_HELP)
     background: bool = Field(
         default=False,

@@ -33,21 +33,17 @@ async def begin_background(
 ) -> TurnHandle:
     """Start `params`' turn in the background, with this request's connection and trace id, and what the
     request lends it through a park (`lent`: 2026-07-28 tasks and `InputRequiredResult` rounds)."""
-    options: TurnOptions = {
-        "max_tool_passes": params.max_tool_passes,
-        "timeout_s": params.timeout_s,
-        "trace": params.trace,
-        "model": params.model,
-        "tools": params.tools,
-    }
-    if lent is not None:
-        options.update(park=lent.park, approvals=lent.approvals, client_model=lent.client_model)
+    trace_id = trace_id_from_meta(ctx.meta)
+    if lent is None:
+        options = TurnOptions.of(params, trace_id=trace_id)
+    else:
+        options = TurnOptions.of(params, trace_id=trace_id, approvals=lent.approvals, client_model=lent.client_model)
     return await runtime.start_turn(
         params.prompt,
         session_id=params.session_id,
         connection=connection_key(ctx),
-        trace_id=trace_id_from_meta(ctx.meta),
-        **options,
+        options=options,
+        park=None if lent is None else lent.park,
     )
 
 

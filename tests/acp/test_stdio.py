@@ -575,3 +575,18 @@ async def test_a_prompts_answer_carries_the_same_turn_summary_as_mcp_results(dir
         over_mcp = await structured(client, "turn_get", {"turn_id": summary["turn_id"]})
     assert summary == over_mcp
     assert "tool_rounds" not in summary and summary["tool_calls"][0]["name"] == "read_file"
+
+
+async def test_a_prompt_chooses_its_turns_options_in_meta_as_run_turn_does_over_mcp(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    script = [{"tool_calls": [{"name": "list_dir", "arguments": {}}]}]
+    async with spawned(dirs, script) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        limited = {"agent_server": {"options": {"max_tool_passes": 0}}}
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Look around")], **limited)
+        assert response.stop_reason == "max_turn_requests" and turn_of(response)["status"] == "halted"
+        with pytest.raises(RequestError) as caught:
+            bad = {"agent_server": {"options": {"max_tool_passes": -1, "colour": "red"}}}
+            await conn.prompt(session_id=session, prompt=[acp.text_block("Again")], **bad)
+    assert caught.value.code == -32602
+    assert "max_tool_passes" in str(caught.value) and "colour: unknown argument" in str(caught.value)
