@@ -12,7 +12,7 @@ from typing import Annotated, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from agent_server.types import CompactionRecord, ToolCall, ToolResult, TurnStatus, Usage
+from agent_server.types import CompactionRecord, ToolCall, ToolKind, ToolResult, TurnStatus, Usage
 
 
 class EventIds(TypedDict):
@@ -75,6 +75,8 @@ class ToolStartEvent(_Event):
     type: Literal["tool_start"] = "tool_start"
     tool_round: int
     call: ToolCall
+    kind: ToolKind = "other"
+    """What the tool does (its spec's `kind`), as editors draw the call."""
 
 
 class ToolRunningEvent(_Event):

@@ -132,6 +132,11 @@ class ToolAnnotations(_Model):
     open_world: bool | None = None
 
 
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+"""What a tool does, as editors draw its calls (the ACP vocabulary): declared by each built-in tool with its spec;
+`other` for the rest (mounted servers' tools, plugins)."""
+
+
 class ToolSpec(_Model):
     """A tool the agent's model can call."""
 
@@ -141,6 +146,7 @@ class ToolSpec(_Model):
     source: str = "builtin"
     """`builtin`, `plugin`, or `mcp:<server>`."""
     annotations: ToolAnnotations = Field(default_factory=ToolAnnotations)
+    kind: ToolKind = "other"
 
 
 class DroppedTool(_Model):

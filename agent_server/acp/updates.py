@@ -32,7 +32,6 @@ from acp.schema import (
     TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
-    ToolKind,
     UsageUpdate,
     UserMessageChunk,
 )
@@ -46,21 +45,8 @@ from agent_server.types import ContentPart, ImagePart, Usage
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | UsageUpdate | AvailableCommandsUpdate
 SendUpdate = Callable[[Update], Awaitable[None]]
 
-TOOL_KINDS: dict[str, ToolKind] = {
-    "read_file": "read",
-    "list_dir": "read",
-    "search_text": "search",
-    "write_file": "edit",
-    "edit_file": "edit",
-    "run_command": "execute",
-}
-"""The ACP kind of each built-in tool; every other tool (mounted, plugins) is `other`."""
 DETAIL_COUNTS = {"cache_read_tokens", "cache_write_tokens", "reasoning_tokens"}
 """The record's usage counts that `usage_update` carries in its `_meta`."""
-
-
-def tool_kind(name: str) -> ToolKind:
-    return TOOL_KINDS.get(name, "other")
 
 
 class AcpShows:
@@ -92,8 +78,7 @@ def update_for(item: Shown, *, context_window: int = 0) -> Update:
             return update_user_message_text(text)
         case Said(text=text):
             return update_agent_message_text(text)
-        case CallAnnounced(call=call):
-            kind = tool_kind(call.name)
+        case CallAnnounced(call=call, kind=kind):  # the tool's own kind (`ToolSpec.kind`): ACP's vocabulary
             return start_tool_call(call.id, call.name, kind=kind, status="pending", raw_input=call.arguments)
         case CallRunning(call_id=call_id):
             return update_tool_call(call_id, status="in_progress")

@@ -276,6 +276,7 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
         ids=run.ids,
         max_chars=budget,
         gate=run.gate,
+        kinds={spec.name: spec.kind for spec in run.tools},
     )
     step = [assistant, *result_messages(results)]
     run.messages += step

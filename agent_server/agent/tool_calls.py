@@ -10,6 +10,7 @@ call, and a call the gate refuses is not run (the model reads why, as an error r
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import anyio
 
@@ -25,7 +26,7 @@ from agent_server.events import (
     ToolStartEvent,
 )
 from agent_server.tools.base import Toolset, error_result
-from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
+from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolKind, ToolResult
 
 IMAGE_NOTE = (
     "Tool-provided image observation(s). Inspect these pixels as evidence for the active task; "
@@ -42,8 +43,10 @@ async def run_tool_round(
     ids: EventIds,
     max_chars: int | None = None,
     gate: ApprovalGate | None = None,
+    kinds: Mapping[str, ToolKind] | None = None,
 ) -> list[ToolResult]:
-    """Run every call of one round concurrently; return the results in call order.
+    """Run every call of one round concurrently; return the results in call order. `kinds`: each offered tool's
+    kind, for the `tool_start` events.
 
     With `max_chars`, each result's text is cut to it (`window.fit_result`) before anyone sees it, and so
     are the arguments the `tool_start` events carry (`window.fit_calls`; the calls run with all of them).
@@ -52,7 +55,8 @@ async def run_tool_round(
 
     async def run_one(index: int, call: ToolCall) -> None:
         shown = call if max_chars is None else fit_calls([call], max_chars)[0]  # events keep what the record does
-        await emit(ToolStartEvent(tool_round=tool_round, call=shown, **ids))
+        kind = (kinds or {}).get(call.name, "other")
+        await emit(ToolStartEvent(tool_round=tool_round, call=shown, kind=kind, **ids))
         result = await _call(tools, call, tool_round=tool_round, emit=emit, ids=ids, gate=gate)
         if max_chars is not None:
             result = fit_result(result, max_chars)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent_server.events import AgentEvent
-from agent_server.types import ContentPart, TextPart, ToolCall, Usage, one_line
+from agent_server.types import ContentPart, TextPart, ToolCall, ToolKind, Usage, one_line
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class CallAnnounced:
     """A tool call the model asked for: pending until it runs (it may wait for the user's approval)."""
 
     call: ToolCall
+    kind: ToolKind = "other"
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def shown(event: AgentEvent) -> Shown | None:
     None: nothing (statuses, prompt traces, progress, compactions and errors are the record's)."""
     match event.type:
         case "tool_start":
-            return CallAnnounced(event.call)
+            return CallAnnounced(event.call, event.kind)
         case "tool_running":
             return CallRunning(event.call_id)
         case "tool_result":

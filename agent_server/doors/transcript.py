@@ -10,11 +10,11 @@ turns, as its prompt and its reply; those before the latest compaction are behin
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from agent_server.doors.show import CallAnnounced, CallEnded, Said, Shown
 from agent_server.runtime import AgentRuntime
-from agent_server.types import Message, SessionHistory, TextPart, TurnRecord
+from agent_server.types import Message, SessionHistory, TextPart, ToolKind, TurnRecord
 
 SUMMARY_HEADER = "Summary of the earlier conversation:\n\n"
 ERROR_PREFIX = "Error: "
@@ -37,12 +37,19 @@ async def load_transcript(runtime: AgentRuntime, session_id: str) -> list[Shown]
         if cursor is None:
             break
     compacted = [c.created_at for c in await runtime.list_compactions(session_id) if not c.dry_run]
-    return list(transcript(history, turns, since=max(compacted, default=None)))
+    kinds: dict[str, ToolKind] = {spec.name: spec.kind for spec in (await runtime.agent_tools()).tools}
+    return list(transcript(history, turns, since=max(compacted, default=None), kinds=kinds))
 
 
-def transcript(history: SessionHistory, turns: Sequence[TurnRecord] = (), since: str | None = None) -> Iterator[Shown]:
+def transcript(
+    history: SessionHistory,
+    turns: Sequence[TurnRecord] = (),
+    since: str | None = None,
+    kinds: Mapping[str, ToolKind] | None = None,
+) -> Iterator[Shown]:
     """`history` shown, with the command turns among `turns` (the session's, in order) that began at or after
-    `since` (the latest compaction) in their places."""
+    `since` (the latest compaction) in their places; `kinds`: the kind of each tool offered now (a call of one
+    that is not is `other`)."""
     if history.summary:
         yield Said("agent", SUMMARY_HEADER + history.summary)
     place = {turn.turn_id: index for index, turn in enumerate(turns)}
@@ -56,18 +63,18 @@ def transcript(history: SessionHistory, turns: Sequence[TurnRecord] = (), since:
         position = place.get(stored.turn_id or "", position)
         while commands and commands[0][0] < position:
             yield from _command_turn(commands.popleft()[1])
-        yield from _message(stored.message)
+        yield from _message(stored.message, kinds or {})
     for _, turn in commands:
         yield from _command_turn(turn)
 
 
-def _message(message: Message) -> Iterator[Shown]:
+def _message(message: Message, kinds: Mapping[str, ToolKind]) -> Iterator[Shown]:
     if message.role == "user":
         yield Said("user", message.text())
     elif message.role == "assistant":
         if message.text():
             yield Said("agent", message.text())
-        yield from (CallAnnounced(call) for call in message.tool_calls)
+        yield from (CallAnnounced(call, kinds.get(call.name, "other")) for call in message.tool_calls)
     elif message.role == "tool" and message.tool_call_id is not None:
         content = message.content
         if isinstance(content, str):

@@ -20,18 +20,23 @@ from acp.client.connection import ClientSideConnection
 from acp.schema import HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 
 import agent_server.doors.stream as stream_module
+from agent_server import AgentRuntime, Settings
 from agent_server.acp.commands import parse_command
 from agent_server.acp.mcp_servers import mount_configs
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import prompt_text
-from agent_server.acp.updates import Update, replay, tool_kind, turn_updates
+from agent_server.acp.updates import Update, replay, turn_updates, update_for
 from agent_server.acp.wire import NdjsonWire, parse_message
 from agent_server.approvals import ApprovalRequest
+from agent_server.doors.show import shown
 from agent_server.doors.stdio import LineReader, WireWriter
 from agent_server.doors.transcript import transcript
 from agent_server.errors import InvalidArgument
 from agent_server.events import DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
 from agent_server.presentation import Presentation
+from agent_server.testing import ScriptedLLM
+from agent_server.tools.builtin import SPECS as READ_SPECS
+from agent_server.tools.writes import SPECS as WRITE_SPECS
 from agent_server.types import Message, SessionHistory, StoredMessage, TextPart, ToolCall, ToolResult, Usage
 from tests.acp.helpers import RecordingClient
 from tests.fakes.clock import booted_clock
@@ -57,7 +62,7 @@ async def test_token_deltas_are_coalesced_and_flushed_before_a_tool_call(
     await updates(TurnEvent(**IDS, prompt="p"))
     for delta in ["Let ", "me ", "look."]:
         await updates(TokenEvent(**IDS, delta=delta))
-    await updates(ToolStartEvent(**IDS, tool_round=1, call=call))
+    await updates(ToolStartEvent(**IDS, tool_round=1, call=call, kind="search"))
     result = ToolResult(call_id="c1", name="search_text", is_error=True, content=[TextPart(text="bad pattern")])
     await updates(ToolResultEvent(**IDS, tool_round=1, result=result))
     await updates(TokenEvent(**IDS, delta="Done."))
@@ -83,15 +88,18 @@ async def test_token_deltas_are_coalesced_and_flushed_before_a_tool_call(
     assert updates.turn_id == "turn_1"
 
 
-def test_tool_kinds() -> None:
-    assert [tool_kind(n) for n in ["read_file", "list_dir", "search_text", "edit_file", "run_command", "x__y"]] == [
-        "read",
-        "read",
-        "search",
-        "edit",
-        "execute",
-        "other",
-    ]
+async def test_each_built_in_tool_is_drawn_with_the_kind_its_spec_declares(tmp_path: Path) -> None:
+    settings = Settings(workspace=tmp_path, state_dir=tmp_path / "state", tools={"write": True, "exec": True})
+    async with AgentRuntime(settings, llm=ScriptedLLM([])) as runtime:
+        specs = (await runtime.agent_tools()).tools
+    assert {s.name for s in specs} >= set(READ_SPECS) | set(WRITE_SPECS)  # every built-in tool, from the registry
+    for spec in specs:
+        assert spec.kind != "other", f"{spec.name} declares no kind"
+        event = ToolStartEvent(**IDS, tool_round=1, call=ToolCall(id="c1", name=spec.name), kind=spec.kind)
+        item = shown(event)
+        assert item is not None and update_for(item).kind == spec.kind
+    unknown = shown(ToolStartEvent(**IDS, tool_round=1, call=ToolCall(id="c2", name="git__log")))
+    assert unknown is not None and update_for(unknown).kind == "other"  # a mounted tool declares none
 
 
 def test_replay_puts_the_summary_first_then_each_message() -> None:
@@ -197,6 +205,7 @@ async def test_permission_choices_map_to_the_gate_decisions(choice: str | None, 
         arguments={"path": "a.py", "old_text": "a", "new_text": "b"},
         shown=Presentation("path: a.py"),
         source="builtin",
+        kind="edit",
         session_id="ses_1",
         call_id="c1",
     )

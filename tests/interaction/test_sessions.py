@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_server.tools.builtin import SPECS as READ_TOOLS
 from tests.interaction.harness import MODES, connect
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", MODES)]
@@ -134,7 +135,7 @@ async def test_preflight_compaction_runs_under_token_pressure(tmp_path: Path, mo
 async def test_agent_tools_lists_builtin_tools(tmp_path: Path, mode: str) -> None:
     async with connect(tmp_path, mode=mode) as h:
         result = (await h.call("agent_tools")).structured_content
-    assert {t["name"] for t in result["tools"]} == {"read_file", "list_dir", "search_text"}
+    assert {t["name"] for t in result["tools"]} == set(READ_TOOLS)
     assert {t["source"] for t in result["tools"]} == {"builtin"}
     assert all(t["input_schema"]["type"] == "object" for t in result["tools"])
     assert result["servers"] == []
