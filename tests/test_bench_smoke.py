@@ -295,7 +295,7 @@ def test_mounted_result_size_prints_its_figures() -> None:
 def test_pyspy_summary_groups_samples(tmp_path: Path) -> None:
     """A tiny py-spy raw file: idle, a turn's thread hop, a turn's own frame, the stdout writer, a worker."""
     loop = "main (agent_server/cli.py:61);BaseEventLoop._run_once (asyncio/base_events.py:1922)"
-    turn = f"{loop};handle_run_turn (agent_server/server/handlers.py:101)"
+    turn = f"{loop};run_turn (agent_server/server/turn_tools.py:101)"
     lines = [
         f"{loop};EpollSelector.select (selectors.py:468) 7",
         f"{turn};AsyncIOBackend.run_sync_in_worker_thread (anyio/_backends/_asyncio.py:2779) 3",
@@ -316,7 +316,7 @@ def test_pyspy_summary_groups_samples(tmp_path: Path) -> None:
             "3  75.0% of run_turn  handing work to a worker thread",
             "1  25.0% of run_turn  own frames",
             "5 100.0% of worker  idle: waiting for work",
-            "4 100.0% of run_turn  handle_run_turn (agent_server/server/handlers.py)",
+            "4 100.0% of run_turn  run_turn (agent_server/server/turn_tools.py)",
         ],
     )
 

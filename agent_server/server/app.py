@@ -28,9 +28,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agent_server.runtime import AgentRuntime
 from agent_server.server.listing import tool_names, wire_tools
-from agent_server.server.task_wire import TaskHub, declares_tasks
-from agent_server.server.task_wire import capabilities as task_capabilities
-from agent_server.server.task_wire import install as install_tasks
+from agent_server.server.tasks.routes import TaskHub
+from agent_server.server.tasks.routes import install as install_tasks
+from agent_server.server.tasks.wire import capabilities as task_capabilities
+from agent_server.server.tasks.wire import declares_tasks
 from agent_server.settings import Settings
 from agent_server.version import NAME, version
 
@@ -77,7 +78,7 @@ async def _prepare_after(listed: anyio.Event, runtime: AgentRuntime) -> None:
 
     await listed.wait()
     await anyio.sleep(PREPARE_DELAY_S)
-    await anyio.to_thread.run_sync(importlib.import_module, "agent_server.server.handlers")
+    await anyio.to_thread.run_sync(importlib.import_module, "agent_server.server.tool_table")
     try:
         await runtime.prepare()
     except StoreError as exc:
@@ -117,7 +118,7 @@ def create_server(
             rounds = await call_run_turn(ctx, params)
             if rounds is not None:
                 return rounds
-        from agent_server.server.handlers import call_tool
+        from agent_server.server.tool_table import call_tool
 
         return await call_tool(params.name, ctx, params.arguments or {})
 
@@ -144,7 +145,7 @@ def _request_state_security(settings: Settings) -> RequestStateSecurity:
 
 
 class _AgentServer(Server[AgentRuntime]):
-    """The SDK's low-level server, advertising MCP tasks the way each protocol era expects (`task_wire`)."""
+    """The SDK's low-level server, advertising MCP tasks the way each protocol era expects (`tasks.wire`)."""
 
     def get_capabilities(
         self,

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent_server.acp.errors import request_error
 from agent_server.doors.errors import classify
 from agent_server.errors import ConfigError, InvalidArgument, ModelError, SessionNotFound, StoreError, TurnNotFound
-from agent_server.server.handlers import error_result
+from agent_server.server.tool_kit import error_result
 
 
 class _Params(BaseModel):
