@@ -2,7 +2,8 @@
 
 It owns the session store, the tool registry (built-in workspace tools and mounted MCP servers),
 the session locks, each connection's current session, the model choice and the turn defaults.
-Every front door (the MCP server in `server/`, a Python program) is a thin adapter over it:
+Every front door (the MCP server in `server/`, the ACP one in `acp/`, both over the kit in `doors/`, or a
+Python program) is a thin adapter over it:
 
 ```python
 from agent_server import AgentRuntime, Settings
