@@ -166,7 +166,7 @@ class AcpAgent:
     ) -> LoadSessionResponse:
         with wire_errors("session/load"):
             await self._reopen(session_id, cwd, mcp_servers)
-            for update in replay(await load_transcript(self._runtime, session_id)):
+            for update in replay(await load_transcript(self._opened(session_id).runtime, session_id)):
                 await self._send(session_id, update)
             return LoadSessionResponse()
 
