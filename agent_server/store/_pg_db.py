@@ -13,7 +13,7 @@ from psycopg import AsyncConnection
 
 from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
-from agent_server.types import Message, SessionInfo, StoredMessage, TurnRecord, utc_now
+from agent_server.types import UNTITLED, Message, SessionInfo, StoredMessage, TurnRecord, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -288,8 +288,16 @@ async def archived_since(conn: Conn, session_id: str, seq: int) -> bool:
     return await one(conn, sql, (session_id, seq)) is not None
 
 
-async def touch(conn: Conn, session_id: str) -> None:
-    await conn.execute("UPDATE sessions SET updated_at = %s WHERE session_id = %s", (utc_now(), session_id))
+async def touch(conn: Conn, session_id: str, *, title: str | None = None) -> None:
+    """Mark the session updated now, and give it `title` if it has none (`UNTITLED`)."""
+    if title is None:
+        await conn.execute("UPDATE sessions SET updated_at = %s WHERE session_id = %s", (utc_now(), session_id))
+        return
+    await conn.execute(
+        "UPDATE sessions SET updated_at = %s, title = CASE WHEN title = %s THEN %s ELSE title END"
+        " WHERE session_id = %s",
+        (utc_now(), text(UNTITLED), text(title), session_id),
+    )
 
 
 async def stored_messages(

@@ -284,7 +284,7 @@ class PostgresStore:
                 )
             except psycopg.errors.UniqueViolation as exc:
                 raise StoreError(f"session store: turn {record.turn_id!r} exists already") from exc
-            await db.touch(conn, record.session_id)
+            await db.touch(conn, record.session_id, title=common.first_title(record))
             return history
 
         return await self._run(run)
@@ -320,7 +320,7 @@ class PostgresStore:
                     "INSERT INTO messages (session_id, seq, turn_id, message) VALUES (%s, %s, %s, %s)",
                     [(session_id, head + i, record.turn_id, common.dump(m)) for i, m in enumerate(messages, start=1)],
                 )
-            await db.touch(conn, session_id)
+            await db.touch(conn, session_id, title=common.first_title(record))
             await conn.execute("SELECT pg_notify(%s, %s)", (db.ENDED_CHANNEL, record.turn_id))
             return True
 
