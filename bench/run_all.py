@@ -69,6 +69,7 @@ def scripts(rounds_given: int | None, warmup_given: int | None) -> list[tuple[st
         ("approval_gate.py", [*rounds, *warmup]),
         ("runtime_hops.py", rounds),
         ("end_of_input.py", [*rounds, *warmup]),
+        ("tracing_cost.py", [*rounds, *warmup]),
     ]
 
 

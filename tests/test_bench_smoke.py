@@ -236,7 +236,14 @@ def run_together(jobs: dict[str, list[str]]) -> dict[str, str]:
     return outs
 
 
-SMOKED_ELSEWHERE = {"spawn.py", "importtime.py", "code_size.py", "provider_overhead.py", "cache_savings.py"}
+SMOKED_ELSEWHERE = {
+    "spawn.py",
+    "importtime.py",
+    "code_size.py",
+    "provider_overhead.py",
+    "cache_savings.py",
+    "tracing_cost.py",
+}
 """The figures' scripts whose smoke tests are below (the others are in `TINY`)."""
 NOT_FIGURES = {
     "run_all.py",
