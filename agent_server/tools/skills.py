@@ -12,7 +12,8 @@ The front matter is checked as the Agent Skills specification says: `name` 1-64 
 letters, digits and single hyphens (not at either end), equal to the folder's name; `description` 1-1024
 characters; `compatibility`, when given, at most 500; `metadata`, when given, a mapping. Other keys are
 allowed and ignored. A skill that breaks a rule is skipped with the reason (`agent_tools` lists it), never
-failing the others. It is parsed with PyYAML's safe loader, from at most `FRONT_MATTER_MAX_BYTES`.
+failing the others. It is parsed with PyYAML's safe loader (libyaml's parser when present), from at most
+`FRONT_MATTER_MAX_BYTES`, once a cheap scan found it nested no deeper than `NESTING_MAX` brackets.
 
 Bounds, since a workspace may be hostile: at most `limit` (`skills_max`) folders are looked at in all, the
 first by name of each place in order (`heapq.nsmallest` over the directory listing: memory stays bounded
@@ -47,6 +48,8 @@ FILES_MAX = 200
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 COMPATIBILITY_MAX = 500
+NESTING_MAX = 16
+INDENT_MAX = 64
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _FENCE = "---"
 
@@ -191,16 +194,40 @@ def split_front_matter(text: str, *, complete: bool = True) -> tuple[dict[str, A
     if end is None:
         where = "" if complete else f" within its first {FRONT_MATTER_MAX_BYTES} bytes"
         raise FrontMatterError(f"the front matter is not closed by a '---' line{where}")
+    front = "\n".join(lines[1:end])
+    _check_nesting(front)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when the wheel has it
     try:
-        meta: object = yaml.safe_load("\n".join(lines[1:end]))
+        meta: object = yaml.load(front, Loader=loader)  # a safe loader, either way
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" (line {mark.line + 2})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or type(exc).__name__
         raise FrontMatterError(f"the front matter is not valid YAML: {problem}{line}") from None
+    except RecursionError:  # nesting deeper than the interpreter's stack (`[[[[...`)
+        raise FrontMatterError("the front matter is not valid YAML: it is nested too deeply") from None
+    except (ValueError, TypeError) as exc:  # a value PyYAML's resolver accepts but cannot build (`2001-13-45`)
+        raise FrontMatterError(f"the front matter is not valid YAML: {exc}") from None
     if not isinstance(meta, dict):
         raise FrontMatterError("the front matter is not a mapping of keys to values")
     return cast(dict[str, Any], meta), "\n".join(lines[end + 1 :])
+
+
+def _check_nesting(front: str) -> None:
+    """Refuse front matter nested deeper than any skill needs before PyYAML sees it: its constructor recurses
+    in Python, and 8 KiB of `[` would cost seconds (and the interpreter's stack) in the worker thread."""
+    depth = deepest = 0
+    for char in front:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+    indent = max((len(line) - len(line.lstrip(" ")) for line in front.split("\n")), default=0)
+    if deepest > NESTING_MAX or indent > INDENT_MAX:
+        raise FrontMatterError(
+            f"the front matter is nested too deeply (more than {NESTING_MAX} brackets or {INDENT_MAX} columns)"
+        )
 
 
 def check_front_matter(meta: dict[str, Any], folder_name: str) -> tuple[str, str]:
@@ -233,24 +260,36 @@ def check_front_matter(meta: dict[str, Any], folder_name: str) -> tuple[str, str
 
 
 def skill_files(skill: Skill) -> tuple[list[str], bool]:
-    """The skill's files (as the model names them, sorted, SKILL.md left out) and whether the list was cut at
-    `FILES_MAX`; symlinks that lead out of the skill's folder are left out."""
+    """The skill's files (as the model names them, by name, depth first, SKILL.md and hidden entries left out)
+    and whether the list was cut at `FILES_MAX` files (or `FILES_MAX` folders looked into); symlinks that lead
+    out of the skill's folder are left out. Each folder's listing is read lazily, keeping its first entries by
+    name only, so a folder of a million entries costs time in the worker thread, not memory."""
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(skill.folder):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            if path == skill.file:
-                continue
+    folders = [skill.folder]
+    looked = 0
+    while folders and looked < FILES_MAX:
+        folder = folders.pop()
+        looked += 1
+        names, _ = _first_names(folder, FILES_MAX + 1)
+        below: list[Path] = []
+        for name in names:
+            path = folder / name
             try:
-                if not path.resolve().is_relative_to(skill.folder):
+                real = path.resolve()
+                if not real.is_relative_to(skill.folder):
+                    continue
+                if real.is_dir():
+                    below.append(path)
                     continue
             except (OSError, RuntimeError):
+                continue
+            if real == skill.file:
                 continue
             if len(found) >= FILES_MAX:
                 return found, True
             found.append(_listed(skill, path))
-    return found, False
+        folders += reversed(below)  # the first folder by name is looked into next
+    return found, bool(folders)
 
 
 def _listed(skill: Skill, path: Path) -> str:

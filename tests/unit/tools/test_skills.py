@@ -62,6 +62,9 @@ def _place(workspace: Path) -> Path:
         ("meta", "name: meta\ndescription: d\nmetadata: [1, 2]", "`metadata` must be a mapping"),
         ("badyaml", "name: badyaml\ndescription: [unclosed", "not valid YAML"),
         ("listtop", "- name\n- description", "not a mapping"),
+        ("deep", "name: deep\ndescription: d\nx: " + "[" * 3000 + "]" * 3000, "nested too deeply"),
+        ("baddate", "name: baddate\ndescription: d\nwhen: 2001-13-45", "not valid YAML"),
+        ("pyobj", "name: pyobj\ndescription: !!python/object/apply:os.system [echo]", "not valid YAML"),
     ],
 )
 def test_a_skill_breaking_a_rule_is_skipped_with_the_reason(
@@ -128,6 +131,7 @@ def test_the_first_place_keeps_a_name_and_symlinks_out_are_skipped(workspace: Pa
 
 
 def test_ten_thousand_folders_are_counted_and_only_the_first_by_name_looked_at(workspace: Path) -> None:
+    """A hostile workspace at full size (about a second, spent making the 10,000 folders)."""
     place = _place(workspace)
     for index in range(10_000):
         (place / f"s{index:05d}").mkdir()
