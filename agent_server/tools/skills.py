@@ -24,6 +24,8 @@ entries. Everything here blocks on the file system: call it from a worker thread
 
 from __future__ import annotations
 
+import codecs
+import collections
 import heapq
 import logging
 import os
@@ -134,7 +136,9 @@ def _first_names(place: Path, room: int) -> tuple[list[str], int]:
 
     try:
         with os.scandir(place) as scan:
-            first = heapq.nsmallest(room, names(scan))
+            listed = names(scan)
+            first = heapq.nsmallest(room, listed) if room > 0 else []
+            collections.deque(listed, maxlen=0)  # counts the rest (nsmallest takes none when there is no room)
     except (FileNotFoundError, NotADirectoryError):
         return [], 0
     except OSError as exc:
@@ -149,11 +153,11 @@ def _skill(sources: SkillSources, folder: Path, inside: bool) -> Skill | str | N
         real = folder.resolve()
         if not real.is_dir():
             return None
-    except (OSError, RuntimeError) as exc:
+        file = (folder / SKILL_FILE).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop: RuntimeError before 3.13
         return f"cannot read the folder: {exc}"
     if inside and not real.is_relative_to(sources.workspace):
         return "the folder leads outside the workspace (a symlink); a workspace skill must lie inside it"
-    file = (folder / SKILL_FILE).resolve()
     if not file.is_relative_to(real):
         return f"its {SKILL_FILE} leads outside the skill's folder (a symlink)"
     try:
@@ -167,9 +171,13 @@ def _skill(sources: SkillSources, folder: Path, inside: bool) -> Skill | str | N
     except OSError as exc:
         return f"cannot read its {SKILL_FILE}: {exc.strerror}"
     try:
-        meta, _ = split_front_matter(head.decode("utf-8"), complete=False)
+        # Not `final`: the head may end inside a character; invalid UTF-8 before that still fails.
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        meta, _ = split_front_matter(text, complete=False)
         name, description = check_front_matter(meta, folder.name)
-    except (FrontMatterError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        return f"its {SKILL_FILE} is not UTF-8 text"
+    except FrontMatterError as exc:
         return str(exc)
     return Skill(SkillInfo(name=name, description=description, path=sources.shown(folder / SKILL_FILE)), real, file)
 

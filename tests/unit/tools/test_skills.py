@@ -193,3 +193,20 @@ async def test_the_scan_runs_in_a_worker_thread(workspace: Path, monkeypatch: py
     found = await WorkspaceGuide(_sources(workspace), ("AGENTS.md",), 1024).guidance()
     assert [s.name for s in found.skills] == ["one"]
     assert threads and threads[0] is not threading.main_thread()
+
+
+def test_a_symlink_loop_and_invalid_utf8_are_skipped_and_later_places_still_counted(
+    workspace: Path, tmp_path: Path
+) -> None:
+    place = _place(workspace)
+    os.symlink(place / "loop", place / "loop")
+    (place / "latin1").mkdir()
+    (place / "latin1" / "SKILL.md").write_bytes(b"---\nname: latin1\ndescription: caf\xe9\n---\n")
+    library = tmp_path / "library"
+    for name in ("l1", "l2", "l3"):
+        _skill(library, name, f"name: {name}\ndescription: d")
+    scan = find_skills(_sources(workspace, library, limit=2))
+    reasons = {s.path: s.reason for s in scan.skipped}
+    assert "is not UTF-8 text" in reasons[".agents/skills/latin1"]
+    assert "cannot read the folder" in reasons[".agents/skills/loop"]
+    assert scan.skills == [] and scan.unlisted == 3  # the library's three, past the limit, are counted
