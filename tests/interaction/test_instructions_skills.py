@@ -205,3 +205,20 @@ async def test_claude_md_is_used_when_there_is_no_agents_md_and_a_huge_one_is_cu
         "included_bytes": 1024,
         "truncated": True,
     }
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_system_prompt_is_the_same_next_turn_until_a_file_changes(tmp_path: Path, mode: str) -> None:
+    workspace, library = _workspace(tmp_path)
+    settings = make_settings(tmp_path, skills_dirs=(library,))
+    script = [{"content": "one"}, {"content": "two"}, {"content": "three"}]
+    async with connect(tmp_path, script, mode=mode, settings=settings) as h:
+        with anyio.fail_after(10):
+            await h.call("run_turn", {"prompt": "first"})
+            await h.call("run_turn", {"prompt": "second"})
+            (workspace / "AGENTS.md").write_text("CHANGED-RULE\n")
+            await h.call("run_turn", {"prompt": "third"})
+    first, second, third = (_system(call) for call in h.llm.calls)
+    assert first == second
+    assert "CHANGED-RULE" in third and ROOT_RULE not in third
+    assert third.split("## Project instructions")[0] == first.split("## Project instructions")[0]
