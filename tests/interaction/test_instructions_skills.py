@@ -222,3 +222,32 @@ async def test_the_system_prompt_is_the_same_next_turn_until_a_file_changes(tmp_
     assert first == second
     assert "CHANGED-RULE" in third and ROOT_RULE not in third
     assert third.split("## Project instructions")[0] == first.split("## Project instructions")[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_turn_gets_at_most_sixteen_nested_files_and_none_when_the_list_is_empty(
+    tmp_path: Path, mode: str
+) -> None:
+    settings = make_settings(tmp_path)
+    deep = settings.workspace
+    for depth in range(20):
+        deep = deep / f"d{depth}"
+        deep.mkdir()
+        (deep / "AGENTS.md").write_text(f"LEVEL-{depth}\n")
+    (deep / "f.txt").write_text("leaf\n")
+    leaf = deep.relative_to(settings.workspace).as_posix() + "/f.txt"
+    script = [{"tool_calls": [{"name": "read_file", "arguments": {"path": leaf}}]}, {"content": "ok"}]
+    async with connect(tmp_path, script, mode=mode, settings=settings) as h:
+        with anyio.fail_after(10):
+            record = (await h.call("run_turn", {"prompt": "read", "detail": "full"})).structured_content
+    assert [f["applies_to"].count("/") for f in record["instructions"]] == list(range(16))
+    [read] = _tool_texts(h.llm.calls[1])
+    assert "LEVEL-0" in read and "LEVEL-15" in read and "LEVEL-16" not in read
+
+    (tmp_path / "off").mkdir()
+    off = make_settings(tmp_path / "off", instruction_files=())
+    (off.workspace / "AGENTS.md").write_text("IGNORED\n")
+    async with connect(tmp_path / "off", [{"content": "ok"}], mode=mode, settings=off) as h:
+        with anyio.fail_after(10):
+            record = (await h.call("run_turn", {"prompt": "hi", "detail": "full"})).structured_content
+    assert record["instructions"] == [] and "IGNORED" not in _system(h.llm.calls[0])
