@@ -6,6 +6,7 @@ nothing else there; the system prompt the same in every round of the turn."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -251,3 +252,29 @@ async def test_a_turn_gets_at_most_sixteen_nested_files_and_none_when_the_list_i
         with anyio.fail_after(10):
             record = (await h.call("run_turn", {"prompt": "hi", "detail": "full"})).structured_content
     assert record["instructions"] == [] and "IGNORED" not in _system(h.llm.calls[0])
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_provider_prompt_caching_holds_with_instructions_skills_and_a_nested_file(
+    tmp_path: Path, mode: str
+) -> None:
+    from tests.fakes.anthropic_server import AnthropicModel, Say
+    from tests.interaction.test_anthropic import ROUNDS, anthropic
+
+    calls = [Say(calls=[(f"toolu_{i}", "read_file", {"path": f"pkg/part{i}.txt"})]) for i in range(ROUNDS - 1)]
+    model = AnthropicModel(*calls, Say(text="All parts read."))
+    async with anthropic(tmp_path, mode, model) as h:
+        (h.workspace / "AGENTS.md").write_text(ROOT_RULE + "\n")
+        _skill(h.workspace / ".agents" / "skills" / "pdf-fill", f"name: pdf-fill\ndescription: {PDF_DESCRIPTION}", "B")
+        (h.workspace / "pkg").mkdir()
+        (h.workspace / "pkg" / "AGENTS.md").write_text(NESTED_RULE + "\n")
+        for i in range(ROUNDS - 1):
+            (h.workspace / "pkg" / f"part{i}.txt").write_text(f"part {i}: " + "some text of this part. " * 12)
+        record = await h.turn("Read every part, one at a time")
+    assert record["status"] == "completed", record
+    assert [f["path"] for f in record["instructions"]] == ["AGENTS.md", "pkg/AGENTS.md"]
+    accounted = model.accounted
+    assert all(round(usage.read_share, 3) >= 0.9 for usage in accounted[1:]), [u.read_share for u in accounted]
+    assert [u.cache_read_input_tokens for u in accounted[1:]] == [u.total for u in accounted[:-1]]
+    systems = {json.dumps(request.json["system"]) for request in h.server.requests}
+    assert len(systems) == 1 and ROOT_RULE in systems.pop()
