@@ -358,6 +358,21 @@ class Settings(BaseModel):
     tool_result_max_share: float = Field(default=0.25, gt=0, le=1)
     """One tool round's results get at most this share of `context_window` (estimated tokens) in the prompt."""
     search_max_matches: int = Field(default=200, ge=1)
+    instruction_files: tuple[str, ...] = ("AGENTS.md", "CLAUDE.md")
+    """Project instruction file names, in order of preference: the first one a directory has is its
+    instructions (the workspace root's go into the system prompt, a subdirectory's to the first tool result
+    that touches it; README "Project instructions and skills"). Empty: none are read."""
+    instructions_max_bytes: int = Field(default=32 * 1024, ge=256)
+    """An instruction file keeps at most this much (UTF-8), with a note saying it was cut."""
+    skills_dirs: tuple[Path, ...] = ()
+    """Skill libraries beyond the workspace's `.agents/skills` and `.claude/skills`: each holds one folder per
+    skill (`<dir>/<name>/SKILL.md`); a listed skill's folder is readable by `read_file` even outside the workspace."""
+    skills_max: int = Field(default=100, ge=0, le=10_000)
+    """At most this many skill folders are looked at in all (by name, per place in order); the system prompt
+    says how many more there were."""
+    skill_max_bytes: int = Field(default=64 * 1024, ge=1024)
+    """`load_skill` returns at most this much of a SKILL.md (with a note); a skill whose front matter is not
+    within its first 8 KiB is skipped."""
     search_timeout_s: float = Field(default=10.0, gt=0, le=600)
     """Time limit of one `search_text` (its regex matching included); past it the model gets an error result."""
     tools: ToolsOptions = Field(default_factory=ToolsOptions)
@@ -439,12 +454,23 @@ class Settings(BaseModel):
     def _parse_llm(cls, value: object) -> object:
         return parse_model_spec(value)
 
+    @field_validator("instruction_files")
+    @classmethod
+    def _check_instruction_files(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not name or "/" in name or "\\" in name or name in (".", ".."):
+                raise ValueError(
+                    f"{name!r} is not a file name (no directories: the file is looked up in each directory)"
+                )
+        return value
+
     @model_validator(mode="after")
     def _resolve_paths(self) -> Settings:
         workspace = self.workspace.expanduser().resolve()
         object.__setattr__(self, "workspace", workspace)
         state = self.state_dir.expanduser().resolve() if self.state_dir else workspace / ".agent_server"
         object.__setattr__(self, "state_dir", state)
+        object.__setattr__(self, "skills_dirs", tuple(d.expanduser().resolve() for d in self.skills_dirs))
         return self
 
     @property
@@ -538,6 +564,11 @@ def _resolve_relative_to(values: dict[str, Any], base: Path) -> None:
     for key in ("workspace", "state_dir", "mcp_config"):
         if isinstance(values.get(key), str):
             values[key] = str((base / values[key]).expanduser())
+    skills_dirs = values.get("skills_dirs")
+    if isinstance(skills_dirs, list):
+        values["skills_dirs"] = [
+            str(base / Path(d).expanduser()) if isinstance(d, str) else d for d in cast(list[Any], skills_dirs)
+        ]
     auth = values.get("auth")
     if isinstance(auth, dict):
         tokens_file = cast(dict[str, Any], auth).get("tokens_file")

@@ -158,6 +158,55 @@ class DroppedTool(_Model):
     reason: str
 
 
+class InstructionFile(_Model):
+    """A project instruction file (`AGENTS.md`, else `CLAUDE.md`) the model was given."""
+
+    path: str
+    """Relative to the workspace, with `/`."""
+    applies_to: str
+    """The directory whose work it governs: `.` (the workspace: in the system prompt) or a subdirectory (given
+    with the first tool result of the turn that touched it)."""
+    size: int
+    """Bytes on disk."""
+    included_bytes: int
+    """Bytes the model got (at most `instructions_max_bytes`)."""
+    truncated: bool = False
+
+
+class SkillInfo(_Model):
+    """An Agent Skill the model may load with `load_skill` (its name and description are in the system prompt)."""
+
+    name: str
+    description: str
+    path: str
+    """Its SKILL.md: relative to the workspace for the workspace's skills, else absolute."""
+
+
+class SkippedSkill(_Model):
+    """A skill folder that is not offered, and why (bad front matter, a name that breaks the standard's rules)."""
+
+    path: str
+    reason: str
+
+
+class InstructionText(_Model):
+    """An instruction file and the text of it the model gets (cut to the size limit, with a note)."""
+
+    file: InstructionFile
+    text: str
+
+
+class ProjectGuidance(_Model):
+    """What a workspace tells its agent: its instructions and the skills found (README "Project instructions
+    and skills"), as one scan found them."""
+
+    instructions: InstructionText | None = None
+    skills: list[SkillInfo] = Field(default_factory=list[SkillInfo])
+    skipped: list[SkippedSkill] = Field(default_factory=list[SkippedSkill])
+    unlisted: int = 0
+    """Skill folders not looked at, past `skills_max`."""
+
+
 class ToolResult(_Model):
     """What a tool call produced. A failed call is data for the model, never an exception."""
 
@@ -368,6 +417,8 @@ class TurnRecord(_Model):
     command: str | None = None
     """The slash command (e.g. `tools`) a front door answered itself, without the model: the reply is
     `final_text`, and nothing of it is in the history the model reads. None for a turn of the model."""
+    instructions: list[InstructionFile] = Field(default_factory=list[InstructionFile])
+    """The project instruction files the model was given this turn, with their sizes."""
 
 
 class SessionInfo(_Model):

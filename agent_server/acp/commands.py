@@ -66,6 +66,13 @@ async def _tools(ctx: CommandContext, _args: str) -> str:
     lines += [f"dropped {d.name} ({d.source}): {d.reason}" for d in report.dropped]
     if report.sandbox is not None:
         lines.append(f"run_command sandbox: {report.sandbox.mode} ({report.sandbox.reason})")
+    guidance = report.guidance
+    if guidance is not None:
+        if guidance.instructions is not None:
+            used = guidance.instructions.file
+            lines.append(f"instructions: {used.path} ({used.size} bytes{', cut' if used.truncated else ''})")
+        lines += [f"skill {skill.name}: {skill.description}" for skill in guidance.skills]
+        lines += [f"skipped skill {skipped.path}: {skipped.reason}" for skipped in guidance.skipped]
     return "\n".join(lines)
 
 

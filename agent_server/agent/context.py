@@ -6,8 +6,9 @@ sink; `server/app.py` decides which implementations stand behind them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from agent_server.events import EventSink
 from agent_server.llm.base import LLMClient
@@ -16,7 +17,21 @@ from agent_server.store.base import SessionStore
 from agent_server.telemetry import NO_TELEMETRY, Telemetry
 from agent_server.tools.base import Toolset
 from agent_server.turn_options import TurnOptions
-from agent_server.types import TurnRecord
+from agent_server.types import InstructionText, ProjectGuidance, TurnRecord
+
+
+class ProjectContext(Protocol):
+    """What the workspace tells the agent: its instructions and skills (README "Project instructions and
+    skills"); `tools.guidance.WorkspaceGuide` is the one the runtime gives."""
+
+    async def guidance(self) -> ProjectGuidance:
+        """The workspace root's instructions and the skills, as they are now."""
+        ...
+
+    async def nested(self, paths: Sequence[str], given: Collection[str]) -> list[InstructionText]:
+        """The instructions of the subdirectories leading to `paths` (relative to the workspace), leaving out
+        the directories in `given`."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +42,8 @@ class AgentDeps:
     tools: Toolset
     telemetry: Telemetry = NO_TELEMETRY
     """Where the turn reports its steps (tool calls, compactions, approvals) for tracing; the null hooks when off."""
+    project: ProjectContext | None = None
+    """The workspace's instructions and skills; None: none are read (the system prompt has neither)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,14 +43,21 @@ from agent_server.types import (
     ApprovalRecord,
     AssistantTurn,
     ErrorInfo,
+    InstructionText,
     Message,
+    ProjectGuidance,
     SessionHistory,
+    TextPart,
+    ToolResult,
     ToolRound,
     ToolSpec,
     TurnStatus,
 )
 
 logger = logging.getLogger(__name__)
+
+NESTED_INSTRUCTIONS_MAX = 16
+"""A turn is given at most this many subdirectories' instruction files (each cut at `instructions_max_bytes`)."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,8 @@ class _Run:
     tool_tokens: int = 0
     tool_round: int = 0
     """How many tool rounds have run."""
+    instructed: set[str] = field(default_factory=lambda: {"."})
+    """The directories whose instruction files the model has been given this turn (`.`: the system prompt's)."""
 
     @property
     def ids(self) -> EventIds:
@@ -159,7 +168,10 @@ def _record_approval(state: TurnState, telemetry: Telemetry, approval: ApprovalR
 async def _prepare(run: _Run, history: SessionHistory) -> None:
     """Preflight compaction, then the system prompt, the live history and the user's prompt."""
     settings = run.deps.settings
-    parts = await _prompt_parts(settings)
+    guidance = None if run.deps.project is None else await run.deps.project.guidance()
+    if guidance is not None and guidance.instructions is not None:
+        run.state.add_instructions([guidance.instructions.file])
+    parts = await _prompt_parts(settings, guidance)
     if run.request.notes:
         body = "\n".join(f"- {note}" for note in run.request.notes)
         parts.append(prompts.PromptPart(id="runtime", title="Runtime notes", source="server", body=body))
@@ -191,12 +203,14 @@ async def _prepare(run: _Run, history: SessionHistory) -> None:
     )
 
 
-async def _prompt_parts(settings: Settings) -> list[prompts.PromptPart]:
+async def _prompt_parts(settings: Settings, guidance: ProjectGuidance | None) -> list[prompts.PromptPart]:
     """The system prompt's parts. Prompt files are read from disk, so in a worker thread; without a prompt
     directory (the usual case: one `stat` on the loop) there is nothing to read and no thread hop."""
     if not (settings.workspace / prompts.PROMPTS_DIR).is_dir():
-        return prompts.build_prompt_parts(None, settings.system_prompt)
-    return await anyio.to_thread.run_sync(prompts.build_prompt_parts, settings.workspace, settings.system_prompt)
+        return prompts.build_prompt_parts(None, settings.system_prompt, guidance)
+    return await anyio.to_thread.run_sync(
+        prompts.build_prompt_parts, settings.workspace, settings.system_prompt, guidance
+    )
 
 
 async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
@@ -298,11 +312,46 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
         telemetry=run.deps.telemetry,
         kinds={spec.name: spec.kind for spec in run.tools},
     )
+    results = await _with_nested_instructions(run, results)
     step = [assistant, *result_messages(results)]
     run.messages += step
     run.state.commit(step)
     run.state.add_tool_round(ToolRound(tool_round=tool_round, requested_tools=kept, tool_results=results))
     return NextStepDecide()
+
+
+async def _with_nested_instructions(run: _Run, results: list[ToolResult]) -> list[ToolResult]:
+    """The results, each built-in tool's followed by the instruction files of the subdirectories it touched that
+    the turn has not had yet (`tools.instructions`: the system prompt stays as it is), at most
+    `NESTED_INSTRUCTIONS_MAX` per turn."""
+    project = run.deps.project
+    if project is None:
+        return results
+    builtin = {spec.name for spec in run.tools if spec.source == "builtin"}
+    out: list[ToolResult] = []
+    for result in results:
+        path = _touched_path(result, builtin)
+        room = NESTED_INSTRUCTIONS_MAX - (len(run.instructed) - 1)
+        found = [] if path is None or room <= 0 else (await project.nested([path], run.instructed))[:room]
+        if found:
+            run.instructed.update(text.file.applies_to for text in found)
+            run.state.add_instructions([text.file for text in found])
+            notes = [TextPart(text=_nested_note(text)) for text in found]
+            result = result.model_copy(update={"content": [*result.content, *notes]})
+        out.append(result)
+    return out
+
+
+def _nested_note(text: InstructionText) -> str:
+    return f"[Instructions for work under {text.file.applies_to}/, from {text.file.path}:]\n{text.text}"
+
+
+def _touched_path(result: ToolResult, builtin: set[str]) -> str | None:
+    """The workspace path a built-in tool's successful call worked on (relative), if it names one."""
+    if result.is_error or result.name not in builtin or result.structured is None:
+        return None
+    path = result.structured.get("path")
+    return path if isinstance(path, str) and path not in ("", ".") and not path.startswith("/") else None
 
 
 def _decide_after_tools() -> NextStepSample:

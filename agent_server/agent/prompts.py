@@ -1,8 +1,11 @@
 """The system prompt and the token estimates the loop budgets with.
 
-The system prompt is built from parts, in order: the built-in default, each `*.md` file in
-`<workspace>/.agent_server/prompts/` (sorted by file name), then the configured `system_prompt`.
-Each part is traced (id, title, source, estimated tokens) in the turn's `prompt_trace` event.
+The system prompt is built from parts, in order: the built-in default, the workspace's project instructions
+(`AGENTS.md`, else `CLAUDE.md`), the list of its skills (name and description only), each `*.md` file in
+`<workspace>/.agent_server/prompts/` (sorted by file name), then the configured `system_prompt`. Each part is
+traced (id, title, source, estimated tokens) in the turn's `prompt_trace` event. The prompt is built once per
+turn, so every round of a turn sends the same bytes (provider prompt caches keep working); the per-turn runtime
+notes come last.
 
 Token counts are estimates (about four characters per token), good enough to decide when to
 compact; no tokenizer is involved.
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_server import events
-from agent_server.types import ImagePart, Message, ToolSpec
+from agent_server.types import ImagePart, Message, ProjectGuidance, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -41,12 +44,24 @@ You are an agent working in the user's workspace through the tools you are given
 - Answer concisely: lead with the result, then the evidence."""
 
 
+INSTRUCTIONS_INTRO = (
+    "The workspace's instruction file ({path}) follows. Follow it for work in this workspace. A subdirectory "
+    "may have its own, given to you with the result of the first tool call that touches it: for work under "
+    "that subdirectory it takes precedence where they disagree."
+)
+SKILLS_INTRO = (
+    "Skills give instructions for particular tasks. When a task matches a skill's description, call "
+    "load_skill with its name before you start, then follow it (read its files with read_file; run its "
+    "scripts only with run_command)."
+)
+
+
 @dataclass(frozen=True, slots=True)
 class PromptPart:
     """One section of the system prompt."""
 
     id: str
-    """`default`, `workspace:<file name>` or `config`."""
+    """`default`, `instructions`, `skills`, `workspace:<file name>` or `config`."""
     title: str
     source: str
     """Where the text came from: `builtin`, a path relative to the workspace, or `settings`."""
@@ -93,20 +108,41 @@ def _tool_tokens(tool: ToolSpec) -> int:
     return tokens
 
 
-def build_prompt_parts(workspace: Path | None, config_prompt: str | None) -> list[PromptPart]:
-    """The system prompt's parts: the default, the workspace's prompt files, the configured prompt.
+def build_prompt_parts(
+    workspace: Path | None, config_prompt: str | None, guidance: ProjectGuidance | None = None
+) -> list[PromptPart]:
+    """The system prompt's parts: the default, the project's instructions and skills (`guidance`), the
+    workspace's prompt files, the configured prompt.
 
     With a workspace it reads files (blocking): call it from a worker thread in async code. A prompt
     file that cannot be read or decoded as UTF-8 is skipped with a warning; an empty one is skipped
     silently. `workspace=None` leaves the prompt files out (there is no prompt directory).
     """
     parts = [PromptPart(id="default", title="Agent", source="builtin", body=DEFAULT_PROMPT)]
+    if guidance is not None:
+        parts.extend(guidance_parts(guidance))
     if workspace is not None:
         parts.extend(_workspace_parts(workspace))
     if config_prompt and config_prompt.strip():
         parts.append(
             PromptPart(id="config", title="Configured instructions", source="settings", body=config_prompt.strip())
         )
+    return parts
+
+
+def guidance_parts(guidance: ProjectGuidance) -> list[PromptPart]:
+    """The project's instructions and the list of its skills, as prompt parts (none for what is absent)."""
+    parts: list[PromptPart] = []
+    instructions = guidance.instructions
+    if instructions is not None:
+        path = instructions.file.path
+        body = INSTRUCTIONS_INTRO.format(path=path) + "\n\n" + instructions.text
+        parts.append(PromptPart(id="instructions", title=f"Project instructions ({path})", source=path, body=body))
+    if guidance.skills:
+        lines = [SKILLS_INTRO, ""] + [f"- {skill.name}: {skill.description}" for skill in guidance.skills]
+        if guidance.unlisted:
+            lines.append(f"[{guidance.unlisted} more skill folder(s) were not looked at: the limit is skills_max]")
+        parts.append(PromptPart(id="skills", title="Skills", source="skills", body="\n".join(lines)))
     return parts
 
 

@@ -21,6 +21,7 @@ from agent_server.types import (
     AssistantTurn,
     CompactionRecord,
     ErrorInfo,
+    InstructionFile,
     Message,
     ToolRound,
     Transition,
@@ -94,6 +95,10 @@ class TurnState:
     def add_approval(self, approval: ApprovalRecord) -> None:
         """One call the approval gate settled (kept as it happens, so a turn that times out keeps it too)."""
         self._update(approvals=[*self.record.approvals, approval])
+
+    def add_instructions(self, files: list[InstructionFile]) -> None:
+        """Project instruction files the model was given (the system prompt's, a subdirectory's)."""
+        self._update(instructions=[*self.record.instructions, *files])
 
     def compacted(self, compaction: CompactionRecord) -> None:
         """The session was compacted during this turn (the last compaction is the one recorded)."""

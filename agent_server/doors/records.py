@@ -29,6 +29,7 @@ FULL_ONLY: dict[str, str] = {
     "tool_rounds": "Every tool round, with the whole results",
     "transitions": "The loop's state transitions",
     "approvals": "Each call the approval gate settled, and how",
+    "instructions": "The project instruction files the model was given, with their sizes",
 }
 """The record's fields that only detail `full` carries (each grows with the turn, or repeats the request)."""
 TOOL_ERROR_LINE_CHARS = 200

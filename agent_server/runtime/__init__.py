@@ -64,6 +64,7 @@ from agent_server.runtime.parts import (
     import_turn_code,
     make_current,
     marked,
+    project_guide,
     session_exists,
     unavailable_notes,
     workspace_root,
@@ -79,6 +80,7 @@ from agent_server.types import (
     CompactionRecord,
     DroppedTool,
     PendingApproval,
+    ProjectGuidance,
     SessionHistory,
     SessionInfo,
     StoredMessage,
@@ -156,6 +158,8 @@ class ToolsReport:
     dropped: list[DroppedTool]
     sandbox: SandboxState | None = None
     """Where `run_command` runs (`mode`, `reason`, `network`); None when the tool is off."""
+    guidance: ProjectGuidance | None = None
+    """The workspace's instruction file and skills, as a turn starting now would find them."""
 
 
 @dataclass
@@ -852,7 +856,12 @@ class AgentRuntime:
         if tracing is not None:
             llm = tracing.wrap_llm(llm)
         return AgentDeps(
-            settings=settings, store=parts.store, llm=llm, tools=tools or parts.registry, telemetry=self._telemetry
+            settings=settings,
+            store=parts.store,
+            llm=llm,
+            tools=tools or parts.registry,
+            telemetry=self._telemetry,
+            project=project_guide(settings),
         )
 
     @property
@@ -1025,7 +1034,9 @@ class AgentRuntime:
         tools = await registry.list_tools()
         servers = [state for manager in all_mounts(parts, session_tools) for state in manager.states()]
         sandbox = None if parts.sandbox is None else await parts.sandbox.state()
-        return ToolsReport(tools=tools, servers=servers, dropped=registry.dropped(), sandbox=sandbox)
+        own = self.settings if session_tools is None else session_tools.settings
+        guidance = await project_guide(own).guidance()
+        return ToolsReport(tools=tools, servers=servers, dropped=registry.dropped(), sandbox=sandbox, guidance=guidance)
 
     async def _session_for_turn(self, parts: Parts, session_id: str | None, connection: str | None, prompt: str) -> str:
         store = parts.store

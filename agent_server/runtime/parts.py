@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from agent_server.runtime.owners import SessionOwners, Waiting
     from agent_server.store.base import SessionStore, SharedStore, TurnLocks
     from agent_server.tools.base import Toolset
+    from agent_server.tools.guidance import WorkspaceGuide
     from agent_server.tools.registry import ToolRegistry
     from agent_server.tools.sandbox import CommandSandbox
+    from agent_server.tools.skills import SkillSources
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,25 @@ def workspace_tools(
         environ=environ,
         sandbox=sandbox,
         protected=[p.expanduser().absolute() for p in (settings.config_file, settings.mcp_config) if p],
+        skills=skill_sources(settings, root) if settings.skills_max > 0 else None,
+    )
+
+
+def skill_sources(settings: Settings, root: Path) -> SkillSources:
+    """Where the skills of the workspace `root` (resolved) are found, and the bounds of reading them."""
+    from agent_server.tools.skills import SkillSources
+
+    return SkillSources(
+        workspace=root, dirs=settings.skills_dirs, limit=settings.skills_max, max_bytes=settings.skill_max_bytes
+    )
+
+
+def project_guide(settings: Settings) -> WorkspaceGuide:
+    """The instructions and skills of `settings.workspace` (a session's own settings for its workspace)."""
+    from agent_server.tools.guidance import WorkspaceGuide
+
+    return WorkspaceGuide(
+        skill_sources(settings, settings.workspace), settings.instruction_files, settings.instructions_max_bytes
     )
 
 

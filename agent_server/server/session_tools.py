@@ -16,7 +16,17 @@ from agent_server.doors.records import DETAIL_HELP, Detail, TurnView, turn_view
 from agent_server.runtime import AgentRuntime
 from agent_server.server.connections import connection_key
 from agent_server.server.tool_kit import MAX_PAGE, Context, Outcome, Params, Result, hints, tool
-from agent_server.types import CompactionRecord, DroppedTool, Message, SessionInfo, ToolSpec
+from agent_server.types import (
+    CompactionRecord,
+    DroppedTool,
+    InstructionFile,
+    Message,
+    ProjectGuidance,
+    SessionInfo,
+    SkillInfo,
+    SkippedSkill,
+    ToolSpec,
+)
 
 
 class SessionCreateParams(Params):
@@ -107,6 +117,18 @@ class AgentToolsResult(Result):
     sandbox: CommandSandboxState | None = Field(
         default=None, description="Where run_command runs; absent when run_command is off."
     )
+    instructions: list[InstructionFile] = Field(
+        default_factory=list[InstructionFile],
+        description="The workspace's instruction file (AGENTS.md, else CLAUDE.md) that goes into the system "
+        "prompt, with its size; a subdirectory's own files are listed in the turn records that used them.",
+    )
+    skills: list[SkillInfo] = Field(
+        default_factory=list[SkillInfo], description="The skills the model may load with load_skill."
+    )
+    skipped_skills: list[SkippedSkill] = Field(
+        default_factory=list[SkippedSkill], description="Skill folders not offered, and why."
+    )
+    unlisted_skills: int = Field(default=0, description="Skill folders not looked at, past skills_max.")
 
 
 def _describe(session: SessionInfo) -> str:
@@ -225,5 +247,21 @@ async def agent_tools(runtime: AgentRuntime, ctx: Context, params: AgentToolsPar
     sandbox = None if report.sandbox is None else CommandSandboxState.model_validate(asdict(report.sandbox))
     if sandbox is not None:
         lines.append(f"run_command sandbox: {sandbox.mode} ({sandbox.reason})")
-    result = AgentToolsResult(tools=report.tools, servers=servers, dropped=report.dropped, sandbox=sandbox)
+    guidance = report.guidance or ProjectGuidance()
+    instructions = [] if guidance.instructions is None else [guidance.instructions.file]
+    lines += [f"instructions {f.path}: {f.size} bytes" + (" (cut)" if f.truncated else "") for f in instructions]
+    lines += [f"skill {s.name} ({s.path})" for s in guidance.skills]
+    lines += [f"skipped skill {s.path}: {s.reason}" for s in guidance.skipped]
+    if guidance.unlisted:
+        lines.append(f"{guidance.unlisted} more skill folder(s) not looked at (skills_max)")
+    result = AgentToolsResult(
+        tools=report.tools,
+        servers=servers,
+        dropped=report.dropped,
+        sandbox=sandbox,
+        instructions=instructions,
+        skills=guidance.skills,
+        skipped_skills=guidance.skipped,
+        unlisted_skills=guidance.unlisted,
+    )
     return Outcome(result, "\n".join(lines) or "no tools")

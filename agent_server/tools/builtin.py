@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import functools
 import itertools
 import logging
 import os
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     import regex
 
     from agent_server.tools.sandbox import CommandSandbox
+    from agent_server.tools.skills import SkillSources
     from agent_server.tools.writes import FileWriter
 
 logger = logging.getLogger(__name__)
@@ -160,13 +162,16 @@ class WorkspaceToolset:
         environ: Mapping[str, str] | None = None,
         sandbox: CommandSandbox | None = None,
         protected: Sequence[Path] = (),
+        skills: SkillSources | None = None,
     ) -> None:
         """`state_dir` and `protected` (the server's own config files) are protected paths of the write tools,
         beyond `options.protected_paths`; `environ` is where `run_command`'s minimal one comes from; `sandbox` is
         where its commands run (one of the runtime's, shared by its workspaces; default: one made from `options`,
-        hiding `state_dir`)."""
+        hiding `state_dir`); `skills`: where `load_skill` finds skills (None: no `load_skill`), whose library folders
+        `read_file` and `list_dir` may read."""
         options = options or ToolsOptions()
-        self._paths = WorkspacePaths(workspace)
+        self._paths = WorkspacePaths(workspace, () if skills is None else skills.dirs)
+        self._skills = skills
         self._read_max = read_max_bytes
         self._max_matches = search_max_matches
         self._search_timeout_s = search_timeout_s
@@ -176,6 +181,11 @@ class WorkspaceToolset:
             "search_text": self._search_text,
         }
         self._tools = {name: _Tool(SPECS[name], ARGUMENTS[name], _in_thread(run)) for name, run in reads.items()}
+        if skills is not None:
+            from agent_server.tools.guidance import LOAD_SKILL_SPEC, LoadSkillArguments, load_skill
+
+            run = functools.partial(load_skill, skills)
+            self._tools["load_skill"] = _Tool(LOAD_SKILL_SPEC, LoadSkillArguments, _in_thread(run))
         self._writer: FileWriter | None = None
         if options.write:
             always = [path for path in (state_dir, *protected) if path is not None]
@@ -222,7 +232,11 @@ class WorkspaceToolset:
         return {"run_command": _Tool(runner.spec, RunCommandArguments, runner.run_command)}
 
     async def list_tools(self) -> list[ToolSpec]:
-        return [tool.spec for tool in self._tools.values()]
+        """The tools on; `load_skill` only while a place for skills exists (a few `stat` calls)."""
+        skills = self._skills
+        if skills is None or skills.any_place():
+            return [tool.spec for tool in self._tools.values()]
+        return [tool.spec for name, tool in self._tools.items() if name != "load_skill"]
 
     async def screen(self, call: ToolCall) -> Screening | None:
         """The write tools' word on a call before it is approved (`tools.base.ScreensCalls`): protected paths
@@ -247,9 +261,9 @@ class WorkspaceToolset:
 
     def _read_file(self, args: ReadFileArguments) -> Output:
         raw = args.path
-        path = self._paths.resolve(raw)
+        path = self._paths.resolve_readable(raw)
         size = _regular_file_size(raw, path)
-        base: dict[str, Any] = {"path": self._paths.rel(path), "size": size}
+        base: dict[str, Any] = {"path": self._paths.shown(path), "size": size}
         with path.open("rb") as handle:
             head = handle.read(_SNIFF_BYTES)
             mime = _sniff_image(head)
@@ -284,7 +298,7 @@ class WorkspaceToolset:
 
     def _list_dir(self, args: ListDirArguments) -> Output:
         raw = args.path
-        path = self._paths.resolve(raw)
+        path = self._paths.resolve_readable(raw)
         if not path.exists():
             raise ToolFailure(f"directory not found: {raw!r}")
         if not path.is_dir():
@@ -297,7 +311,11 @@ class WorkspaceToolset:
             lines.append("[empty directory]")
         if len(found) > LIST_DIR_MAX_ENTRIES:
             lines.append(f"[showing the first {LIST_DIR_MAX_ENTRIES} of {len(found)} entries]")
-        structured = {"path": self._paths.rel(path), "entries": entries, "truncated": len(found) > LIST_DIR_MAX_ENTRIES}
+        structured = {
+            "path": self._paths.shown(path),
+            "entries": entries,
+            "truncated": len(found) > LIST_DIR_MAX_ENTRIES,
+        }
         return [TextPart(text="\n".join(lines))], structured
 
     def _describe_entry(self, entry: os.DirEntry[str]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from acp.schema import HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 
 import agent_server.doors.stream as stream_module
 from agent_server import AgentRuntime, Settings
-from agent_server.acp.commands import parse_command
+from agent_server.acp.commands import CommandContext, ParsedCommand, parse_command
 from agent_server.acp.mcp_servers import mount_configs
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import prompt_text
@@ -90,9 +90,10 @@ async def test_token_deltas_are_coalesced_and_flushed_before_a_tool_call(
 
 async def test_each_built_in_tool_is_drawn_with_the_kind_its_spec_declares(tmp_path: Path) -> None:
     settings = Settings(workspace=tmp_path, state_dir=tmp_path / "state", tools={"write": True, "exec": True})
+    (tmp_path / ".agents" / "skills").mkdir(parents=True)  # a place for skills: load_skill is offered
     async with AgentRuntime(settings, llm=ScriptedLLM([])) as runtime:
         specs = (await runtime.agent_tools()).tools
-    assert {s.name for s in specs} >= set(READ_SPECS) | set(WRITE_SPECS)  # every built-in tool, from the registry
+    assert {s.name for s in specs} >= set(READ_SPECS) | set(WRITE_SPECS) | {"load_skill"}  # every built-in tool
     for spec in specs:
         assert spec.kind != "other", f"{spec.name} declares no kind"
         event = ToolStartEvent(**IDS, tool_round=1, call=ToolCall(id="c1", name=spec.name), kind=spec.kind)
@@ -100,6 +101,28 @@ async def test_each_built_in_tool_is_drawn_with_the_kind_its_spec_declares(tmp_p
         assert item is not None and update_for(item).kind == spec.kind
     unknown = shown(ToolStartEvent(**IDS, tool_round=1, call=ToolCall(id="c2", name="git__log")))
     assert unknown is not None and update_for(unknown).kind == "other"  # a mounted tool declares none
+
+
+async def test_a_sessions_cwd_gives_its_instructions_and_skills_and_tools_lists_them(tmp_path: Path) -> None:
+    settings = Settings(workspace=tmp_path / "server", state_dir=tmp_path / "state")
+    (tmp_path / "server").mkdir()
+    (tmp_path / "server" / "AGENTS.md").write_text("SERVER-RULE\n")
+    cwd = tmp_path / "editor"
+    skill = cwd / ".claude" / "skills" / "lint-fix"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: lint-fix\ndescription: Fix lint errors.\n---\nLINT-BODY\n")
+    (cwd / "AGENTS.md").write_text("EDITOR-RULE\n")
+    llm = ScriptedLLM([{"tool_calls": [{"name": "load_skill", "arguments": {"name": "lint-fix"}}]}, {"content": "ok"}])
+    async with AgentRuntime(settings, llm=llm) as runtime, runtime.in_workspace(cwd) as session:
+        listed = await cast(ParsedCommand, parse_command("/tools")).handler(CommandContext(session, "ses_x"), "")
+        record = await session.run_turn("fix lint", session_id="new")
+    system = llm.calls[0].messages[0].text()
+    assert "EDITOR-RULE" in system and "SERVER-RULE" not in system
+    assert "- lint-fix: Fix lint errors." in system and "LINT-BODY" not in system
+    assert "LINT-BODY" in llm.calls[1].messages[-1].text()
+    assert record.status == "completed" and [f.path for f in record.instructions] == ["AGENTS.md"]
+    assert "instructions: AGENTS.md (12 bytes)" in listed and "skill lint-fix: Fix lint errors." in listed
+    assert "- load_skill (builtin)" in listed
 
 
 def test_replay_puts_the_summary_first_then_each_message() -> None:

@@ -129,3 +129,20 @@ def test_trace_parts_carry_ids_sources_and_estimated_tokens(tmp_path: Path) -> N
     assert traced[2].tokens >= 10
     # The traced parts account for the whole system prompt, separators aside.
     assert abs(sum(t.tokens for t in traced) - estimate_tokens(render_system_prompt(parts))) <= len(parts)
+
+
+def test_instructions_and_skills_come_after_the_default_and_before_the_prompt_files(tmp_path: Path) -> None:
+    from agent_server.types import InstructionFile, InstructionText, ProjectGuidance, SkillInfo
+
+    write_prompt(tmp_path, "style.md", "Be terse.")
+    used = InstructionFile(path="AGENTS.md", applies_to=".", size=6, included_bytes=6)
+    guidance = ProjectGuidance(
+        instructions=InstructionText(file=used, text="Rules."),
+        skills=[SkillInfo(name="pdf", description="PDF forms.", path=".agents/skills/pdf/SKILL.md")],
+        unlisted=3,
+    )
+    parts = build_prompt_parts(tmp_path, "Configured.", guidance)
+    assert [part.id for part in parts] == ["default", "instructions", "skills", "workspace:style.md", "config"]
+    assert parts[1].source == "AGENTS.md" and parts[1].body.endswith("\n\nRules.")
+    assert "- pdf: PDF forms." in parts[2].body and "[3 more skill folder(s) were not looked at" in parts[2].body
+    assert [part.id for part in build_prompt_parts(None, None, ProjectGuidance())] == ["default"]
