@@ -54,6 +54,7 @@ from agent_server.doors.records import turn_json
 from agent_server.doors.show import Said
 from agent_server.doors.transcript import load_transcript
 from agent_server.errors import InvalidArgument
+from agent_server.events import AgentEvent, DoneEvent, EventSink, TokenEvent
 from agent_server.mounts.config import MountConfig
 from agent_server.runtime import AgentRuntime
 from agent_server.trace_context import TraceContext
@@ -284,11 +285,12 @@ class AcpAgent:
             context_window=settings.context_window,
         )
         record: TurnRecord | None = None
+        sink = updates if options.output_schema is None else _answer_at_the_end(updates)
         with anyio.CancelScope() as scope:
             session.turns.add(scope)
             try:
                 record = await session.runtime.run_turn(
-                    text, session_id=session.session_id, connection=None, on_event=updates, options=options
+                    text, session_id=session.session_id, connection=None, on_event=sink, options=options
                 )
             finally:
                 session.turns.discard(scope)
@@ -323,6 +325,24 @@ class AcpAgent:
         for session in self._open.values():
             session.close()
         self._open.clear()
+
+
+def _answer_at_the_end(updates: EventSink) -> EventSink:
+    """With an output schema the answer is a JSON value, and the agent's message is that JSON alone: the model's
+    text is not streamed (an answer the schema made the model correct would show twice), and the valid answer is
+    sent as one message when the turn completes."""
+
+    async def sink(event: AgentEvent) -> None:
+        if isinstance(event, TokenEvent):
+            return
+        if isinstance(event, DoneEvent) and event.status == "completed" and event.final_text:
+            answer = TokenEvent(
+                delta=event.final_text, turn_id=event.turn_id, session_id=event.session_id, trace_id=event.trace_id
+            )
+            await updates(answer)
+        await updates(event)
+
+    return sink
 
 
 def _response(record: TurnRecord) -> PromptResponse:
