@@ -47,6 +47,10 @@ class ClientModel:
     """Why the caller's model cannot be used; ignored when `requester` is given."""
 
 
+AGENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+"""A named agent's name: also its MCP tool's name and its ACP mode's id."""
+
+
 class TurnChoices(BaseModel):
     """What a caller may choose for one turn, on every door (see the module docstring)."""
 
@@ -57,6 +61,14 @@ class TurnChoices(BaseModel):
     trace: TraceMode = Field(default="standard", description="`extended` also records the model's reasoning.")
     model: str | None = Field(default=None, description="Model name override for this turn.")
     tools: list[str] | None = Field(default=None, description="Allow-list of agent tool names or globs.")
+    agent: str | None = Field(
+        default=None,
+        pattern=AGENT_NAME,
+        description=(
+            "A named agent (agent_tools lists them) whose instructions, tools, model and output schema the turn "
+            "uses; a new session remembers it. Omitted: the session's agent, if any; `default`: none."
+        ),
+    )
     output_schema: dict[str, Any] | None = Field(
         default=None,
         description=(

@@ -177,6 +177,8 @@ async def _prepare(run: _Run, history: SessionHistory) -> None:
     """Preflight compaction, then the system prompt, the live history and the user's prompt."""
     settings = run.deps.settings
     parts = await _prompt_parts(settings)
+    if run.request.instructions is not None and run.request.instructions.body:
+        parts.append(run.request.instructions)
     if run.request.notes:
         body = "\n".join(f"- {note}" for note in run.request.notes)
         parts.append(prompts.PromptPart(id="runtime", title="Runtime notes", source="server", body=body))

@@ -67,6 +67,7 @@ class TurnState:
             prompt=request.prompt,
             trace=request.options.trace,
             model=request.options.model,
+            agent=request.options.agent,
             started_at=utc_now(),
         )
         state = cls(record=record, on_change=request.on_progress)
