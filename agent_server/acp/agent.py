@@ -39,7 +39,9 @@ from acp.schema import (
     SessionCloseCapabilities,
     SessionForkCapabilities,
     SessionListCapabilities,
+    SessionModeState,
     SessionResumeCapabilities,
+    SetSessionModeResponse,
     StopReason,
 )
 from acp.schema import SessionInfo as AcpSessionInfo
@@ -47,6 +49,7 @@ from acp.schema import SessionInfo as AcpSessionInfo
 from agent_server.acp.commands import AVAILABLE, CommandContext, parse_command
 from agent_server.acp.errors import INVALID_PARAMS, turn_error, wire_errors
 from agent_server.acp.mcp_servers import ClientMcpServer, mount_configs
+from agent_server.acp.modes import created_with, mode_agent, session_modes
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import PromptBlock, prompt_text
 from agent_server.acp.updates import Update, commands_update, prompt_usage, replay, turn_updates, update_for
@@ -86,6 +89,10 @@ class OpenSession:
     closed: anyio.Event
     approvals: AcpApprovalChannel
     turns: set[anyio.CancelScope] = field(default_factory=set[anyio.CancelScope])
+    mode: str | None = None
+    """The session mode chosen (`session/set_mode`: a named agent, or `default`); None: the session's own."""
+    mode_schema: bool = False
+    """The chosen mode's agent answers in an output schema."""
 
     def close(self) -> None:
         for scope in self.turns:
@@ -156,7 +163,7 @@ class AcpAgent:
                 closed.set()
                 raise
             self._register(info.session_id, runtime, closed)
-            return NewSessionResponse(session_id=info.session_id)
+            return NewSessionResponse(session_id=info.session_id, modes=await session_modes(runtime, None))
 
     async def load_session(
         self,
@@ -167,10 +174,10 @@ class AcpAgent:
         **kwargs: Any,
     ) -> LoadSessionResponse:
         with wire_errors("session/load"):
-            await self._reopen(session_id, cwd, mcp_servers)
+            modes = await self._reopen(session_id, cwd, mcp_servers)
             for update in replay(await load_transcript(self._opened(session_id).runtime, session_id)):
                 await self._send(session_id, update)
-            return LoadSessionResponse()
+            return LoadSessionResponse(modes=modes)
 
     async def resume_session(
         self,
@@ -181,8 +188,7 @@ class AcpAgent:
         **kwargs: Any,
     ) -> ResumeSessionResponse:
         with wire_errors("session/resume"):
-            await self._reopen(session_id, cwd, mcp_servers)
-            return ResumeSessionResponse()
+            return ResumeSessionResponse(modes=await self._reopen(session_id, cwd, mcp_servers))
 
     async def fork_session(
         self,
@@ -194,8 +200,8 @@ class AcpAgent:
     ) -> ForkSessionResponse:
         with wire_errors("session/fork"):
             fork = await self._runtime.fork_session(session_id)
-            await self._reopen(fork.session_id, cwd, mcp_servers)
-            return ForkSessionResponse(session_id=fork.session_id)
+            modes = await self._reopen(fork.session_id, cwd, mcp_servers)
+            return ForkSessionResponse(session_id=fork.session_id, modes=modes)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -216,15 +222,27 @@ class AcpAgent:
                 session.close()
             return CloseSessionResponse()
 
-    async def _reopen(self, session_id: str, cwd: str, mcp_servers: list[ClientMcpServer] | None) -> None:
-        """Open a stored session here with this workspace and these servers (closing it first if open)."""
-        await self._runtime.get_session(session_id, connection=None)
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        """A named agent (or `default`) for the session's next prompts (`acp.modes`)."""
+        with wire_errors("session/set_mode"):
+            session = self._opened(session_id)
+            agent = await mode_agent(session.runtime, mode_id)
+            session.mode = mode_id
+            session.mode_schema = agent is not None and agent.output_schema is not None
+            return SetSessionModeResponse()
+
+    async def _reopen(
+        self, session_id: str, cwd: str, mcp_servers: list[ClientMcpServer] | None
+    ) -> SessionModeState | None:
+        """Open a stored session here with this workspace and these servers (closing it first if open); its modes."""
+        stored = await self._runtime.get_session(session_id, connection=None)
         workspace, configs = _workspace_and_mounts(cwd, mcp_servers)
         runtime, closed = await self._tg.start(self._hold_tools, workspace, configs)
         previous = self._open.pop(session_id, None)
         if previous is not None:
             previous.close()
         self._register(session_id, runtime, closed)
+        return await session_modes(runtime, created_with(stored))
 
     def _register(self, session_id: str, runtime: AgentRuntime, closed: anyio.Event) -> None:
         approvals = AcpApprovalChannel(self.client, session_id)
@@ -274,6 +292,8 @@ class AcpAgent:
                 await self._runtime.record_command(session_id, command=command.name, prompt=text, reply=reply)
                 return PromptResponse(stop_reason="end_turn")
             trace_context = TraceContext.from_meta(kwargs)  # `_meta` arrives as kwargs
+            if choices.agent is None and session.mode is not None:
+                choices = choices.model_copy(update={"agent": session.mode})
             options = TurnOptions.of(choices, approvals=session.approvals, trace_context=trace_context)
             return await self._turn(session, text, options)
 
@@ -285,7 +305,8 @@ class AcpAgent:
             context_window=settings.context_window,
         )
         record: TurnRecord | None = None
-        sink = updates if options.output_schema is None else _answer_at_the_end(updates)
+        structured = options.output_schema is not None or (session.mode_schema and options.agent == session.mode)
+        sink = _answer_at_the_end(updates) if structured else updates
         with anyio.CancelScope() as scope:
             session.turns.add(scope)
             try:

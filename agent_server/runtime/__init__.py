@@ -47,6 +47,7 @@ from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFou
 from agent_server.events import AgentEvent, EventIds, EventSink
 from agent_server.ids import check_ids
 from agent_server.llm.unavailable import CONFIGURE
+from agent_server.named_agents import DEFAULT_AGENT, AgentDefinition
 from agent_server.redaction import redact_url
 from agent_server.runtime import progress
 from agent_server.runtime.agents import AGENT_KEY, NamedAgents, agent_part, with_agent
@@ -98,7 +99,7 @@ if TYPE_CHECKING:
     from agent_server.mounts.config import MountConfig
     from agent_server.mounts.toolset import MountManager
     from agent_server.mounts.transport import InProcessServer
-    from agent_server.named_agents import AgentDefinition, Catalog
+    from agent_server.named_agents import Catalog
     from agent_server.runtime.park import InputRequest, Park, ParkedApprovals
     from agent_server.runtime.web_approvals import WebApprovals
     from agent_server.store.base import SharedTask
@@ -107,9 +108,12 @@ if TYPE_CHECKING:
     from agent_server.tracing.setup import Tracing
 
 __all__ = [
+    "AGENT_KEY",
     "CONFIGURE",
+    "DEFAULT_AGENT",
     "DEFAULT_CONNECTION",
     "NEW_SESSION",
+    "AgentDefinition",
     "AgentRuntime",
     "ClientModel",
     "InputRequest",
