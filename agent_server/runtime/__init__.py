@@ -322,6 +322,7 @@ class AgentRuntime:
         """
         await anyio.to_thread.run_sync(import_turn_code)
         await self._ready()
+        await self.agent_catalog()  # the named agents' definitions, read before the first call needs them
 
     async def _ready(self) -> Parts:
         """The store and the tools, opened and built by the first call that needs them.
