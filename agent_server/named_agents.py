@@ -37,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 AGENT_DIRS = (Path(".agents") / "agents", Path(".claude") / "agents")
 MAX_FILE_BYTES = 256 * 1024
+MAX_DESCRIPTION_CHARS = 4096
+"""A description is cut there (it is a tool's description, which every host puts in its model's context)."""
 MAX_FILES = 200
 """At most this many definition files are read per directory (in name order); the rest are skipped, logged."""
 DEFAULT_AGENT = "default"
@@ -137,7 +139,7 @@ def parse_agent_file(text: str, *, stem: str, source: str) -> AgentDefinition | 
     model = values.get("model")
     return AgentDefinition(
         name=name,
-        description=description.strip(),
+        description=description.strip()[:MAX_DESCRIPTION_CHARS],
         instructions=body.strip(),
         tools=None if tools is None else map_tools([str(t) for t in tools], f"agent file {source}"),
         model=model if isinstance(model, str) and model.strip() else None,

@@ -84,9 +84,11 @@ def as_run_turn(params: types.CallToolRequestParams, agent: str) -> types.CallTo
 
 def _agent_tool(name: str, description: str) -> types.Tool:
     run_turn = _run_turn_tool()
-    return run_turn.model_copy(
-        update={"name": name, "title": None, "description": description, "input_schema": _agent_input_schema()}
-    )
+    annotations = run_turn.annotations
+    if annotations is not None:
+        annotations = annotations.model_copy(update={"title": f"Run the {name} agent"})
+    update = {"name": name, "title": None, "description": description, "input_schema": _agent_input_schema()}
+    return run_turn.model_copy(update={**update, "annotations": annotations})
 
 
 @cache

@@ -152,3 +152,15 @@ async def test_a_new_definition_file_is_listed_and_announced(tmp_path: Path, mod
                 await changed.wait()
         after = {tool.name for tool in (await h.client.list_tools()).tools}
     assert "tester" not in before and after - before == {"tester"}
+
+
+async def test_a_session_created_with_an_agent_in_its_metadata_runs_as_it(tmp_path: Path, mode: str) -> None:
+    script = [{"content": "ok"}, {"content": "still no JSON"}]
+    async with connect(tmp_path, script, mode=mode, settings=with_reviewer(tmp_path)) as h:
+        created = await h.call("session_create", {"metadata": {"agent": "summarizer"}})
+        session_id = (created.structured_content or {})["session_id"]
+        result = await h.call("run_turn", {"prompt": "Check", "session_id": session_id, "output_schema": VERDICT})
+        request = h.llm.calls[0]
+    assert [spec.name for spec in request.tools] == ["read_file"]
+    record = result.structured_content or {}
+    assert record["agent"] == "summarizer" and record["error"]["type"] == "output_invalid"
