@@ -211,15 +211,15 @@ class AgentCatalog:
             dirs = [self._workspace / d for d in AGENT_DIRS]
             if not any(d.is_dir() for d in dirs):  # the usual case: no thread hop
                 signature: Signature = ()
-                files: list[tuple[Path, str]] | None = None if signature == self._signature else []
+                read: list[AgentDefinition] | None = None if signature == self._signature else []
             else:
-                signature, files = await anyio.to_thread.run_sync(self._scan, self._signature)
-            if files is not None:
-                self._update(signature, files)
+                signature, read = await anyio.to_thread.run_sync(self._scan, self._signature)
+            if read is not None:
+                self._update(signature, read)
             return self._catalog
 
-    def _scan(self, known: Signature | None) -> tuple[Signature, list[tuple[Path, str]] | None]:
-        """The files' signature and, when it changed, their texts (blocking: a worker thread)."""
+    def _scan(self, known: Signature | None) -> tuple[Signature, list[AgentDefinition] | None]:
+        """The files' signature and, when it changed, their definitions (blocking: a worker thread)."""
         paths = [path for d in AGENT_DIRS for path in _definition_files(self._workspace / d)]
         stats: list[tuple[str, int, int]] = []
         for path in paths:
@@ -231,17 +231,18 @@ class AgentCatalog:
         signature = tuple(stats)
         if signature == known:
             return signature, None
-        return signature, [(path, text) for path in paths if (text := _read(path)) is not None]
-
-    def _update(self, signature: Signature, files: list[tuple[Path, str]]) -> None:
-        found: dict[str, AgentDefinition] = {}
-        candidates = list(self._configured)
-        for path, text in files:
+        read: list[AgentDefinition] = []
+        for path in paths:
+            text = _read(path)
             source = str(path.relative_to(self._workspace))
-            definition = parse_agent_file(text, stem=path.stem, source=source)
+            definition = None if text is None else parse_agent_file(text, stem=path.stem, source=source)
             if definition is not None:
-                candidates.append(definition)
-        for definition in candidates:
+                read.append(definition)
+        return signature, read
+
+    def _update(self, signature: Signature, read: list[AgentDefinition]) -> None:
+        found: dict[str, AgentDefinition] = {}
+        for definition in [*self._configured, *read]:
             if definition.name in found:
                 logger.info("agent %r of %s: defined already (%s); skipped", definition.name, definition.source,
                             found[definition.name].source)  # fmt: skip

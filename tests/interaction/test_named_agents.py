@@ -164,3 +164,14 @@ async def test_a_session_created_with_an_agent_in_its_metadata_runs_as_it(tmp_pa
     assert [spec.name for spec in request.tools] == ["read_file"]
     record = result.structured_content or {}
     assert record["agent"] == "summarizer" and record["error"]["type"] == "output_invalid"
+
+
+async def test_a_background_turn_runs_as_its_agent(tmp_path: Path, mode: str) -> None:
+    async with connect(tmp_path, [{"content": "done"}], mode=mode, settings=with_reviewer(tmp_path)) as h:
+        started = await h.call("reviewer", {"prompt": "Review in the background", "background": True})
+        turn_id = (started.structured_content or {})["turn_id"]
+        ended = await h.call("turn_wait", {"turn_id": turn_id, "timeout_s": 5})
+        request = h.llm.calls[0]
+    assert (ended.structured_content or {})["status"] == "completed"
+    assert (ended.structured_content or {})["agent"] == "reviewer"
+    assert tool_names(request) == ["list_dir", "read_file", "search_text"]
