@@ -16,7 +16,7 @@ from agent_server.doors.records import DETAIL_HELP, Detail, TurnView, turn_view
 from agent_server.runtime import AgentRuntime
 from agent_server.server.connections import connection_key
 from agent_server.server.tool_kit import MAX_PAGE, Context, Outcome, Params, Result, hints, tool
-from agent_server.types import CompactionRecord, DroppedTool, Message, SessionInfo, ToolSpec
+from agent_server.types import CompactionRecord, DroppedTool, Message, SessionInfo, ToolSpec, one_line
 
 
 class SessionCreateParams(Params):
@@ -98,6 +98,17 @@ class CommandSandboxState(Result):
     network: bool = Field(description="Whether a command can reach the network.")
 
 
+class NamedAgentInfo(Result):
+    """A named agent (README "Named agents and structured output")."""
+
+    name: str
+    description: str
+    source: str = Field(description="`settings`, or its definition file relative to the workspace.")
+    tools: list[str] | None = Field(description="The tool names and globs it gets; null: every tool.")
+    model: str | None = Field(description="Its model alias or provider spec; null: the server's model.")
+    output_schema: bool = Field(description="Whether its answers must match an output schema.")
+
+
 class AgentToolsResult(Result):
     tools: list[ToolSpec]
     servers: list[MountState]
@@ -106,6 +117,9 @@ class AgentToolsResult(Result):
     )
     sandbox: CommandSandboxState | None = Field(
         default=None, description="Where run_command runs; absent when run_command is off."
+    )
+    agents: list[NamedAgentInfo] = Field(
+        default_factory=list[NamedAgentInfo], description="The named agents (run_turn's `agent`; a tool each)."
     )
 
 
@@ -212,7 +226,7 @@ async def session_delete(runtime: AgentRuntime, ctx: Context, params: SessionIdP
 
 @tool(
     "agent_tools",
-    "The agent's own tools (with their source) and the state of each mounted MCP server.",
+    "The agent's own tools (with their source), the state of each mounted MCP server, and the named agents.",
     result=AgentToolsResult,
     annotations=hints("List the agent's tools", read_only=True),
 )
@@ -225,5 +239,19 @@ async def agent_tools(runtime: AgentRuntime, ctx: Context, params: AgentToolsPar
     sandbox = None if report.sandbox is None else CommandSandboxState.model_validate(asdict(report.sandbox))
     if sandbox is not None:
         lines.append(f"run_command sandbox: {sandbox.mode} ({sandbox.reason})")
-    result = AgentToolsResult(tools=report.tools, servers=servers, dropped=report.dropped, sandbox=sandbox)
+    agents = [
+        NamedAgentInfo(
+            name=a.name,
+            description=a.description,
+            source=a.source,
+            tools=None if a.tools is None else list(a.tools),
+            model=a.model,
+            output_schema=a.output_schema is not None,
+        )
+        for a in (await runtime.agent_catalog()).agents.values()
+    ]
+    lines += [f"agent {a.name} ({a.source}): {one_line(a.description, 120)}" for a in agents]
+    result = AgentToolsResult(
+        tools=report.tools, servers=servers, dropped=report.dropped, sandbox=sandbox, agents=agents
+    )
     return Outcome(result, "\n".join(lines) or "no tools")

@@ -45,6 +45,18 @@ def tool_names(request: Any) -> list[str]:
 async def test_each_named_agent_is_a_tool_described_by_the_agent(tmp_path: Path, mode: str) -> None:
     async with connect(tmp_path, [], mode=mode, settings=with_reviewer(tmp_path)) as h:
         tools = {tool.name: tool for tool in (await h.client.list_tools()).tools}
+        report = (await h.call("agent_tools")).structured_content or {}
+    agents = {a["name"]: a for a in report["agents"]}
+    assert agents["reviewer"]["source"] == ".claude/agents/reviewer.md"
+    assert agents["reviewer"]["tools"] == ["read_file", "search_text", "list_dir", "run_command"]
+    assert agents["summarizer"] == {
+        "name": "summarizer",
+        "description": SUMMARIZER["description"],
+        "source": "settings",
+        "tools": ["read_file"],
+        "model": None,
+        "output_schema": True,
+    }
     run_turn = tools["run_turn"]
     assert "agent" in run_turn.input_schema["properties"]
     for name, description in [
