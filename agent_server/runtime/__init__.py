@@ -432,6 +432,8 @@ class AgentRuntime:
         wait = on_wait or ignore_wait
         parts = await self._ready()
         agent = await self._agents.chosen(self.workspace, options.agent)
+        if agent is not None:
+            self._agents.model(agent)  # a model that cannot be built fails the call before a session is made
         session = await self._session_for_turn(parts, session_id, connection, prompt, agent)
         if options.agent is None:
             agent = await self._remembered_agent(parts, session)
@@ -544,6 +546,8 @@ class AgentRuntime:
         background.check_room(self._principal, parked=park is not None)  # before a session is made for it
         parts = await self._ready()
         agent = await self._agents.chosen(self.workspace, options.agent)
+        if agent is not None:
+            self._agents.model(agent)  # a model that cannot be built fails the call before a session is made
         session = await self._session_for_turn(parts, session_id, connection, prompt, agent)
         traced = self._telemetry.turn(options.trace_context, model=options.model)  # from now: queueing counts
         trace_id = turn_trace_id(traced, options.trace_context, options.trace_id) or new_id("trace")
@@ -866,8 +870,8 @@ class AgentRuntime:
     ) -> AgentDeps:
         from agent_server.agent.context import AgentDeps
 
-        own, agent_llm = (False, None) if agent is None else self._agents.model(agent)
-        llm = agent_llm if agent_llm is not None else self._model_for(client_model, configured=not own)
+        has_own, agent_llm = (False, None) if agent is None else self._agents.model(agent)
+        llm = agent_llm if agent_llm is not None else self._model_for(client_model, configured=not has_own)
         own = self._session_tools
         settings = self.settings if own is None else own.settings
         tracing = self._shared.tracing

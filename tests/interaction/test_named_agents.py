@@ -137,8 +137,10 @@ async def test_a_claude_model_alias_must_be_mapped_in_the_settings(tmp_path: Pat
     settings = make_settings(tmp_path, agents=agents, models={"sonnet": f"script:{script}"})
     async with connect(tmp_path, [], mode=mode, settings=settings) as h:
         unmapped = await h.call("run_turn", {"prompt": "Hi", "agent": "quick"})
+        listed = await h.call("session_list")
         mapped = await h.call("deep", {"prompt": "Hi"})
         assert not h.llm.calls  # the server's own model was not asked
+    assert (listed.structured_content or {})["sessions"] == []  # the failed call made no session
     assert unmapped.is_error is True
     error = (unmapped.structured_content or {})["error"]
     assert error["type"] == "config_error" and "map it in the settings' `models`" in error["message"]
