@@ -88,3 +88,22 @@ async def test_named_agents_are_session_modes(tmp_path: Path) -> None:
     assert [t["agent"] for t in turns] == ["reviewer", "counter", None]
     assert turns[1]["structured_output"] == {"n": 2}
     assert '{"n": 2}' in client.texts(sid)
+
+
+async def test_a_loaded_session_opens_in_the_mode_of_its_agent(tmp_path: Path) -> None:
+    agents = tmp_path / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "reviewer.md").write_text(REVIEWER, encoding="utf-8")
+    settings = Settings(workspace=tmp_path, state_dir=tmp_path / "state")
+    llm = ScriptedLLM([{"content": "Reviewed again."}])
+    with anyio.fail_after(10):
+        async with AgentRuntime(settings, llm=llm) as runtime, anyio.create_task_group() as tg:
+            made = await runtime.create_session(metadata={"agent": "reviewer"}, connection=None)
+            agent = AcpAgent(runtime, tg)
+            agent.on_connect(RecordingClient())  # pyright: ignore[reportArgumentType]
+            loaded = await agent.load_session(cwd=str(tmp_path), session_id=made.session_id, mcp_servers=[])
+            response = await agent.prompt([TextContentBlock(type="text", text="again")], made.session_id)
+            agent.close_all()
+    assert loaded.modes is not None and loaded.modes.current_mode_id == "reviewer"
+    assert (response.field_meta or {})["agent_server"]["turn"]["agent"] == "reviewer"
+    assert "You are a senior code reviewer" in llm.calls[0].messages[0].text()
