@@ -32,11 +32,22 @@ _FENCE = re.compile(r"\A\s*```[A-Za-z0-9_-]*\s*\n(?P<body>.*?)\n?\s*```\s*\Z", r
 
 
 def check_output_schema(schema: Any) -> dict[str, Any]:
-    """`schema` if it is a bounded, valid JSON Schema object.
+    """`schema` if it is a bounded (`bound_output_schema`), valid (`validate_output_schema`) JSON Schema object.
+
+    Blocking for a large schema: on the event loop, bound it there and validate it in a worker thread.
 
     Raises:
         ValueError: it is not an object, is too large or too deep, or is no valid JSON Schema (the message says
             what is wrong).
+    """
+    return validate_output_schema(bound_output_schema(schema))
+
+
+def bound_output_schema(schema: Any) -> dict[str, Any]:
+    """`schema` if it is an object within `MAX_SCHEMA_DEPTH` and `MAX_SCHEMA_BYTES` (cheap: no schema check).
+
+    Raises:
+        ValueError: it is not, and why.
     """
     if not isinstance(schema, dict):
         raise ValueError("output_schema must be a JSON Schema object")
@@ -48,9 +59,19 @@ def check_output_schema(schema: Any) -> dict[str, Any]:
         raise ValueError(f"output_schema is not JSON: {exc}") from None
     if size > MAX_SCHEMA_BYTES:
         raise ValueError(f"output_schema is {size} bytes of JSON; at most {MAX_SCHEMA_BYTES} are allowed")
+    bounded: dict[str, Any] = schema  # pyright: ignore[reportUnknownVariableType]
+    return bounded
+
+
+def validate_output_schema(checked: dict[str, Any]) -> dict[str, Any]:
+    """`checked` if it is a valid JSON Schema of its `$schema`'s draft (else 2020-12). Blocking: the library's
+    first import and the meta-schema check take milliseconds.
+
+    Raises:
+        ValueError: it is not, and why.
+    """
     from jsonschema import SchemaError, validators
 
-    checked: dict[str, Any] = schema  # pyright: ignore[reportUnknownVariableType]
     try:
         validators.validator_for(checked, default=_default_validator()).check_schema(checked)
     except SchemaError as exc:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validator
 
 from agent_server.approvals import ApprovalChannel
-from agent_server.output_schema import check_output_schema
+from agent_server.output_schema import bound_output_schema
 from agent_server.trace_context import TraceContext
 from agent_server.types import TraceMode
 
@@ -80,7 +80,8 @@ class TurnChoices(BaseModel):
     @field_validator("output_schema")
     @classmethod
     def _bounded_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else check_output_schema(value)
+        # Only bounded here, on the event loop; the runtime checks it is a valid schema in a worker thread.
+        return None if value is None else bound_output_schema(value)
 
 
 class TurnOptions(TurnChoices):

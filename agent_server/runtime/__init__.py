@@ -50,7 +50,7 @@ from agent_server.llm.unavailable import CONFIGURE
 from agent_server.named_agents import DEFAULT_AGENT, AgentDefinition
 from agent_server.redaction import redact_url
 from agent_server.runtime import progress
-from agent_server.runtime.agents import AGENT_KEY, NamedAgents, agent_part, with_agent
+from agent_server.runtime.agents import AGENT_KEY, NamedAgents, agent_part, checked_schema, with_agent
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm, store_opener
 from agent_server.runtime.live import LiveFeed, Watch
@@ -431,6 +431,7 @@ class AgentRuntime:
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         wait = on_wait or ignore_wait
         parts = await self._ready()
+        await checked_schema(options)
         agent = await self._agents.chosen(self.workspace, options.agent)
         if agent is not None:
             self._agents.model(agent)  # a model that cannot be built fails the call before a session is made
@@ -545,6 +546,7 @@ class AgentRuntime:
         background = self._entered_background()
         background.check_room(self._principal, parked=park is not None)  # before a session is made for it
         parts = await self._ready()
+        await checked_schema(options)
         agent = await self._agents.chosen(self.workspace, options.agent)
         if agent is not None:
             self._agents.model(agent)  # a model that cannot be built fails the call before a session is made

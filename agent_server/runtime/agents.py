@@ -15,10 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
 from pydantic import TypeAdapter, ValidationError
 
 from agent_server.errors import ConfigError, InvalidArgument
 from agent_server.named_agents import DEFAULT_AGENT, AgentCatalog, AgentDefinition, Catalog
+from agent_server.output_schema import validate_output_schema
 from agent_server.runtime.choice import fixed_llm
 from agent_server.settings import MODEL_SPECS, ModelChoice, Settings, parse_model_spec
 from agent_server.turn_options import TurnOptions
@@ -118,3 +120,17 @@ def agent_part(agent: AgentDefinition) -> PromptPart:
 
     title = f"Agent {agent.name}"
     return PromptPart(id=f"agent:{agent.name}", title=title, source=agent.source, body=agent.instructions)
+
+
+async def checked_schema(options: TurnOptions) -> None:
+    """Check that the caller's `output_schema` is a valid JSON Schema, in a worker thread (the door only bounded it).
+
+    Raises:
+        InvalidArgument: it is not.
+    """
+    if options.output_schema is None:
+        return
+    try:
+        await anyio.to_thread.run_sync(validate_output_schema, options.output_schema)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
