@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from functools import cache
+from functools import lru_cache
 from typing import Any, cast
 
 from agent_server.nesting import MAX_DOCUMENT_DEPTH, deeper_than, loads_bounded
@@ -28,6 +28,7 @@ PATTERN_TIMEOUT_S = 1.0
 """The longest one `pattern` may take to match one string of the answer."""
 MAX_PROBLEM_CHARS = 600
 """A validation message keeps at most this much (it quotes the answer, which may be long)."""
+VALIDATORS_KEPT = 16
 _FENCE = re.compile(r"\A\s*```[A-Za-z0-9_-]*\s*\n(?P<body>.*?)\n?\s*```\s*\Z", re.DOTALL)
 
 
@@ -140,10 +141,10 @@ def _default_validator() -> Any:
     return Draft202012Validator
 
 
-@cache
+@lru_cache(maxsize=VALIDATORS_KEPT)
 def _validator_class(schema_json: str) -> Any:
-    """The validator class for the schema's draft, its pattern keywords matched with a time limit (cached per
-    schema text: a turn checks one schema, at most twice)."""
+    """The validator class for the schema's draft, its pattern keywords matched with a time limit (the latest few
+    kept, by schema text: a turn checks one schema, at most twice, and callers send any number)."""
     from jsonschema import validators
 
     base: Any = validators.validator_for(json.loads(schema_json), default=_default_validator())

@@ -33,6 +33,8 @@ AGENT_KEY = "agent"
 """The session metadata key that keeps the agent a session was created with."""
 CLAUDE_ALIASES = ("sonnet", "opus", "haiku")
 INHERIT = "inherit"
+CATALOGS_KEPT = 64
+"""The catalogs of this many workspaces are kept (the least recently used is dropped, and read again if needed)."""
 
 
 class NamedAgents:
@@ -45,9 +47,12 @@ class NamedAgents:
         self._models: dict[str, LLMClient | None] = {}
 
     async def catalog(self, workspace: Path) -> Catalog:
-        catalog = self._catalogs.get(workspace)
+        catalog = self._catalogs.pop(workspace, None)  # re-inserted: the dict's order is the order of use
         if catalog is None:
-            catalog = self._catalogs[workspace] = AgentCatalog(workspace, self._settings.agents)
+            catalog = AgentCatalog(workspace, self._settings.agents)
+            if len(self._catalogs) >= CATALOGS_KEPT:  # ACP sessions may name any number of workspaces
+                del self._catalogs[next(iter(self._catalogs))]
+        self._catalogs[workspace] = catalog
         return await catalog.current()
 
     async def chosen(self, workspace: Path, name: str | None) -> AgentDefinition | None:
