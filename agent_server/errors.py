@@ -47,6 +47,8 @@ MAX_TOOL_PASSES: Final = "max_tool_passes"
 """A turn halted because the model still asked for tools after its last allowed tool round."""
 MAX_TOKENS: Final = "max_tokens"
 """A turn whose final answer was cut at the model's output token limit (status `truncated`)."""
+OUTPUT_INVALID: Final = "output_invalid"
+"""A turn whose final answer was not valid against its output schema, after one repair round (status `failed`)."""
 INTERRUPTED: Final = "interrupted"
 """A turn that was still running when its server stopped (marked so at the next start)."""
 

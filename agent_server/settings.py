@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StringConstraints,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -30,7 +31,9 @@ from pydantic import (
 from agent_server.errors import ConfigError
 from agent_server.http_settings import AuthSettings, HttpSettings
 from agent_server.mounts.config import MountConfig, load_mcp_config_file, parse_mcp_servers
+from agent_server.output_schema import check_output_schema
 from agent_server.redaction import redact_url
+from agent_server.turn_options import AGENT_NAME
 from agent_server.view.settings import ViewSettings
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -246,6 +249,27 @@ def parse_model_spec(spec: object) -> object:
     raise ValueError(f"unknown model {spec!r}: expected {MODEL_SPECS}")
 
 
+class AgentSettings(BaseModel):
+    """A named agent defined in the settings (`agents: {name: {...}}`), as a `.claude/agents/*.md` file defines one
+    (README "Named agents and structured output"): what it is for, its system prompt, the tools it gets (names and
+    globs; None: all), its model (an alias of `models`, a provider spec or `inherit`), its tool-pass limit and the
+    JSON Schema its answers must match."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    description: str = Field(min_length=1, max_length=4096)
+    instructions: str = Field(default="", max_length=256 * 1024)
+    tools: tuple[str, ...] | None = None
+    model: str | None = None
+    max_tool_passes: int | None = Field(default=None, ge=0, le=1000)
+    output_schema: dict[str, Any] | None = None
+
+    @field_validator("output_schema")
+    @classmethod
+    def _bounded_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else check_output_schema(value)
+
+
 Rule = Literal["ask", "allow", "deny"]
 
 
@@ -378,6 +402,21 @@ class Settings(BaseModel):
     tools: ToolsOptions = Field(default_factory=ToolsOptions)
     openai: OpenAIOptions = Field(default_factory=OpenAIOptions)
     anthropic: AnthropicOptions = Field(default_factory=AnthropicOptions)
+    models: dict[str, ModelChoice] = Field(default_factory=dict[str, ModelChoice])
+    """Model aliases: a name -> a provider spec (`openai:gpt-4.1-mini`, `anthropic:...`, `script:PATH`, `sampling`),
+    for named agents' `model` (Claude Code's `sonnet`, `opus`, `haiku` are mapped here)."""
+    agents: dict[Annotated[str, StringConstraints(pattern=AGENT_NAME)], AgentSettings] = Field(
+        default_factory=dict[str, AgentSettings]
+    )
+    """Named agents, over those of the workspace's `.agents/agents/` and `.claude/agents/` files."""
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _parse_models(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            return value
+        return {alias: parse_model_spec(spec) for alias, spec in cast(dict[str, object], value).items()}
+
     prices: dict[str, Price] = Field(default_factory=dict[str, Price])
     """Model name -> price, over the built-in table (`agent_server/llm/prices.py`) and `openai.prices`."""
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
@@ -574,6 +613,14 @@ def _resolve_relative_to(values: dict[str, Any], base: Path) -> None:
         tokens_file = cast(dict[str, Any], auth).get("tokens_file")
         if isinstance(tokens_file, str):
             values["auth"] = {**cast(dict[str, Any], auth), "tokens_file": str((base / tokens_file).expanduser())}
+    models = values.get("models")
+    if isinstance(models, dict):
+        values["models"] = {
+            alias: "script:" + str(base / spec.removeprefix("script:"))
+            if isinstance(spec, str) and spec.startswith("script:")
+            else spec
+            for alias, spec in cast(dict[str, Any], models).items()
+        }
     llm = values.get("llm")
     if isinstance(llm, str) and llm.startswith("script:"):
         values["llm"] = "script:" + str(base / llm.removeprefix("script:"))

@@ -1,22 +1,23 @@
 """Leaf module: one turn's options, a single value from a front door's request to the loop.
 
 openai-agents' `RunConfig` is the model: what a caller may choose for a turn (`TurnChoices`: the tool-pass
-limit, the timeout, the trace mode, the model, the tool allow-list) is declared once, here, with its bounds and
-help; the MCP door's `run_turn` arguments and the ACP door's prompt `_meta` are these fields, and the loop reads
-them from the same `TurnOptions` value (`agent.context.TurnRequest.options`). `TurnOptions` adds what the
-caller's door lends the turn: the caller's trace id and trace context, its way to ask the user for approvals, and
-its own model.
+limit, the timeout, the trace mode, the model, the tool allow-list, the output schema) is declared once, here,
+with its bounds and help; the MCP door's `run_turn` arguments and the ACP door's prompt `_meta` are these
+fields, and the loop reads them from the same `TurnOptions` value (`agent.context.TurnRequest.options`).
+`TurnOptions` adds what the caller's door lends the turn: the caller's trace id and trace context, its way to
+ask the user for approvals, and its own model.
 A new choice is one field here and its use in the loop.
 """
 
 # No `from __future__ import annotations`: pydantic would compile the annotation strings at first use.
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validator
 
 from agent_server.approvals import ApprovalChannel
+from agent_server.output_schema import bound_output_schema
 from agent_server.trace_context import TraceContext
 from agent_server.types import TraceMode
 
@@ -46,6 +47,10 @@ class ClientModel:
     """Why the caller's model cannot be used; ignored when `requester` is given."""
 
 
+AGENT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+"""A named agent's name: also its MCP tool's name and its ACP mode's id."""
+
+
 class TurnChoices(BaseModel):
     """What a caller may choose for one turn, on every door (see the module docstring)."""
 
@@ -56,6 +61,27 @@ class TurnChoices(BaseModel):
     trace: TraceMode = Field(default="standard", description="`extended` also records the model's reasoning.")
     model: str | None = Field(default=None, description="Model name override for this turn.")
     tools: list[str] | None = Field(default=None, description="Allow-list of agent tool names or globs.")
+    agent: str | None = Field(
+        default=None,
+        pattern=AGENT_NAME,
+        description=(
+            "A named agent (agent_tools lists them) whose instructions, tools, model and output schema the turn "
+            "uses; a new session remembers it. Omitted: the session's agent, if any; `default`: none."
+        ),
+    )
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "A JSON Schema the final answer must be valid against: the answer is then a JSON value, also given "
+            "as the result's structured_output (one repair round, else the turn fails `output_invalid`)."
+        ),
+    )
+
+    @field_validator("output_schema")
+    @classmethod
+    def _bounded_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # Only bounded here, on the event loop; the runtime checks it is a valid schema in a worker thread.
+        return None if value is None else bound_output_schema(value)
 
 
 class TurnOptions(TurnChoices):

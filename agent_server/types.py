@@ -414,6 +414,11 @@ class TurnRecord(_Model):
     model: str | None = None
     started_at: str
     finished_at: str | None = None
+    agent: str | None = None
+    """The named agent the turn ran as (chosen, or its session's); None: the server's own."""
+    structured_output: Any = None
+    """The final answer as a JSON value, valid against the turn's `output_schema`; None without one (or when the
+    answer never matched: the turn then failed `output_invalid`)."""
     command: str | None = None
     """The slash command (e.g. `tools`) a front door answered itself, without the model: the reply is
     `final_text`, and nothing of it is in the history the model reads. None for a turn of the model."""

@@ -22,6 +22,7 @@ LEAVES = {
     "trace_context",
     "version",
     "turn_options",
+    "output_schema",
 }
 ADAPTERS = {"llm", "tools", "store", "mounts"}
 # What anyone may call in an adapter package: its protocols and the mount configuration (settings validate it).

@@ -39,7 +39,9 @@ from acp.schema import (
     SessionCloseCapabilities,
     SessionForkCapabilities,
     SessionListCapabilities,
+    SessionModeState,
     SessionResumeCapabilities,
+    SetSessionModeResponse,
     StopReason,
 )
 from acp.schema import SessionInfo as AcpSessionInfo
@@ -47,6 +49,7 @@ from acp.schema import SessionInfo as AcpSessionInfo
 from agent_server.acp.commands import AVAILABLE, CommandContext, parse_command
 from agent_server.acp.errors import INVALID_PARAMS, turn_error, wire_errors
 from agent_server.acp.mcp_servers import ClientMcpServer, mount_configs
+from agent_server.acp.modes import created_with, mode_agent, session_modes
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import PromptBlock, prompt_text
 from agent_server.acp.updates import Update, commands_update, prompt_usage, replay, turn_updates, update_for
@@ -54,6 +57,7 @@ from agent_server.doors.records import turn_json
 from agent_server.doors.show import Said
 from agent_server.doors.transcript import load_transcript
 from agent_server.errors import InvalidArgument
+from agent_server.events import AgentEvent, DoneEvent, EventSink, TokenEvent
 from agent_server.mounts.config import MountConfig
 from agent_server.runtime import AgentRuntime
 from agent_server.trace_context import TraceContext
@@ -85,6 +89,10 @@ class OpenSession:
     closed: anyio.Event
     approvals: AcpApprovalChannel
     turns: set[anyio.CancelScope] = field(default_factory=set[anyio.CancelScope])
+    mode: str | None = None
+    """The session mode chosen (`session/set_mode`: a named agent, or `default`); None: the session's own."""
+    mode_schema: bool = False
+    """The chosen mode's agent answers in an output schema."""
 
     def close(self) -> None:
         for scope in self.turns:
@@ -155,7 +163,7 @@ class AcpAgent:
                 closed.set()
                 raise
             self._register(info.session_id, runtime, closed)
-            return NewSessionResponse(session_id=info.session_id)
+            return NewSessionResponse(session_id=info.session_id, modes=await session_modes(runtime, None))
 
     async def load_session(
         self,
@@ -166,10 +174,10 @@ class AcpAgent:
         **kwargs: Any,
     ) -> LoadSessionResponse:
         with wire_errors("session/load"):
-            await self._reopen(session_id, cwd, mcp_servers)
+            modes = await self._reopen(session_id, cwd, mcp_servers)
             for update in replay(await load_transcript(self._opened(session_id).runtime, session_id)):
                 await self._send(session_id, update)
-            return LoadSessionResponse()
+            return LoadSessionResponse(modes=modes)
 
     async def resume_session(
         self,
@@ -180,8 +188,7 @@ class AcpAgent:
         **kwargs: Any,
     ) -> ResumeSessionResponse:
         with wire_errors("session/resume"):
-            await self._reopen(session_id, cwd, mcp_servers)
-            return ResumeSessionResponse()
+            return ResumeSessionResponse(modes=await self._reopen(session_id, cwd, mcp_servers))
 
     async def fork_session(
         self,
@@ -193,8 +200,8 @@ class AcpAgent:
     ) -> ForkSessionResponse:
         with wire_errors("session/fork"):
             fork = await self._runtime.fork_session(session_id)
-            await self._reopen(fork.session_id, cwd, mcp_servers)
-            return ForkSessionResponse(session_id=fork.session_id)
+            modes = await self._reopen(fork.session_id, cwd, mcp_servers)
+            return ForkSessionResponse(session_id=fork.session_id, modes=modes)
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -215,15 +222,27 @@ class AcpAgent:
                 session.close()
             return CloseSessionResponse()
 
-    async def _reopen(self, session_id: str, cwd: str, mcp_servers: list[ClientMcpServer] | None) -> None:
-        """Open a stored session here with this workspace and these servers (closing it first if open)."""
-        await self._runtime.get_session(session_id, connection=None)
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        """A named agent (or `default`) for the session's next prompts (`acp.modes`)."""
+        with wire_errors("session/set_mode"):
+            session = self._opened(session_id)
+            agent = await mode_agent(session.runtime, mode_id)
+            session.mode = mode_id
+            session.mode_schema = agent is not None and agent.output_schema is not None
+            return SetSessionModeResponse()
+
+    async def _reopen(
+        self, session_id: str, cwd: str, mcp_servers: list[ClientMcpServer] | None
+    ) -> SessionModeState | None:
+        """Open a stored session here with this workspace and these servers (closing it first if open); its modes."""
+        stored = await self._runtime.get_session(session_id, connection=None)
         workspace, configs = _workspace_and_mounts(cwd, mcp_servers)
         runtime, closed = await self._tg.start(self._hold_tools, workspace, configs)
         previous = self._open.pop(session_id, None)
         if previous is not None:
             previous.close()
         self._register(session_id, runtime, closed)
+        return await session_modes(runtime, created_with(stored))
 
     def _register(self, session_id: str, runtime: AgentRuntime, closed: anyio.Event) -> None:
         approvals = AcpApprovalChannel(self.client, session_id)
@@ -273,6 +292,8 @@ class AcpAgent:
                 await self._runtime.record_command(session_id, command=command.name, prompt=text, reply=reply)
                 return PromptResponse(stop_reason="end_turn")
             trace_context = TraceContext.from_meta(kwargs)  # `_meta` arrives as kwargs
+            if choices.agent is None and session.mode is not None:
+                choices = choices.model_copy(update={"agent": session.mode})
             options = TurnOptions.of(choices, approvals=session.approvals, trace_context=trace_context)
             return await self._turn(session, text, options)
 
@@ -284,11 +305,13 @@ class AcpAgent:
             context_window=settings.context_window,
         )
         record: TurnRecord | None = None
+        structured = options.output_schema is not None or (session.mode_schema and options.agent == session.mode)
+        sink = _answer_at_the_end(updates) if structured else updates
         with anyio.CancelScope() as scope:
             session.turns.add(scope)
             try:
                 record = await session.runtime.run_turn(
-                    text, session_id=session.session_id, connection=None, on_event=updates, options=options
+                    text, session_id=session.session_id, connection=None, on_event=sink, options=options
                 )
             finally:
                 session.turns.discard(scope)
@@ -323,6 +346,24 @@ class AcpAgent:
         for session in self._open.values():
             session.close()
         self._open.clear()
+
+
+def _answer_at_the_end(updates: EventSink) -> EventSink:
+    """With an output schema the answer is a JSON value, and the agent's message is that JSON alone: the model's
+    text is not streamed (an answer the schema made the model correct would show twice), and the valid answer is
+    sent as one message when the turn completes."""
+
+    async def sink(event: AgentEvent) -> None:
+        if isinstance(event, TokenEvent):
+            return
+        if isinstance(event, DoneEvent) and event.status == "completed" and event.final_text:
+            answer = TokenEvent(
+                delta=event.final_text, turn_id=event.turn_id, session_id=event.session_id, trace_id=event.trace_id
+            )
+            await updates(answer)
+        await updates(event)
+
+    return sink
 
 
 def _response(record: TurnRecord) -> PromptResponse:

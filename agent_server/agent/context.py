@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agent_server.agent.prompts import PromptPart
 from agent_server.events import EventSink
 from agent_server.llm.base import LLMClient
 from agent_server.settings import Settings
@@ -70,6 +71,8 @@ class TurnRequest:
     cancel_reason: Callable[[], str | None] | None = None
     """Why the turn was cancelled when its caller did not cancel it (the park gave up on the client):
     asked once the turn is cancelled; None or no answer: "the caller cancelled the turn"."""
+    instructions: PromptPart | None = None
+    """The named agent's system prompt, added to the server's (`agent_part`)."""
     on_progress: Callable[[TurnRecord], None] | None = None
     """Told each new state of the turn's record while it runs (its progress so far: model calls, tool rounds,
     usage); must return at once."""

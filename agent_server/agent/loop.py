@@ -9,6 +9,8 @@ names (its `phase` and `reason` are what the turn record's `transitions` say) an
                                          (the request is fitted to the window again: `window.py`)
     sampling --(tools requested)-------> executing_tools --(no passes left)--> finalizing  status halted
     sampling --(model error)-----------> finalizing            status failed
+    sampling --(answer not valid against the output schema)--> sampling   once, told what was wrong
+    sampling --(answer still not valid)--> finalizing          status failed (`output_invalid`)
 
 `drive` matches the steps exhaustively (pyright checks it), so a new step cannot go unhandled.
 Timeouts and cancellation are applied around this by `agent/turns.py`.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import anyio
 
@@ -33,9 +35,10 @@ from agent_server.agent.stops import cut_answer, explain_cut_calls
 from agent_server.agent.tool_calls import result_messages, run_tool_round
 from agent_server.agent.turn_state import Phase, Reason, TurnState
 from agent_server.agent.window import fit_between_rounds, fit_calls, result_budget
-from agent_server.errors import MAX_TOOL_PASSES, ModelError
+from agent_server.errors import MAX_TOOL_PASSES, OUTPUT_INVALID, ModelError
 from agent_server.events import EventIds, EventSink, PromptTraceEvent, StatusEvent, TokenEvent
 from agent_server.llm.base import ModelRequest, ModelResponse
+from agent_server.output_schema import parse_answer, repair_prompt, schema_instructions
 from agent_server.settings import Settings
 from agent_server.telemetry import Telemetry
 from agent_server.tools.base import screens_calls
@@ -86,6 +89,15 @@ class NextStepSample:
 
 
 @dataclass(frozen=True)
+class NextStepRepair:
+    """The answer did not match the output schema: sample once more, told what was wrong."""
+
+    problem: str
+    phase: ClassVar[Phase] = "sampling"
+    reason: ClassVar[Reason] = "answer_not_valid_against_output_schema"
+
+
+@dataclass(frozen=True)
 class NextStepFinish:
     """The turn ends with `status`."""
 
@@ -93,10 +105,11 @@ class NextStepFinish:
     status: TurnStatus
     final_text: str | None = None
     error: ErrorInfo | None = None
+    structured_output: Any = None
     phase: ClassVar[Phase] = "finalizing"
 
 
-NextStep = NextStepRunTools | NextStepDecide | NextStepSample | NextStepFinish
+NextStep = NextStepRunTools | NextStepDecide | NextStepSample | NextStepRepair | NextStepFinish
 
 
 @dataclass(kw_only=True)
@@ -115,6 +128,8 @@ class _Run:
     """How many tool rounds have run."""
     instructed: set[str] = field(default_factory=lambda: {"."})
     """The directories whose instruction files the model has been given this turn (`.`: the system prompt's)."""
+    repaired: bool = False
+    """The model was asked once to correct an answer that did not match the output schema."""
 
     @property
     def ids(self) -> EventIds:
@@ -155,8 +170,10 @@ async def drive(
                 step = _decide_after_tools()
             case NextStepSample():
                 step = await _sample(run)
-            case NextStepFinish(status=status, final_text=final_text, error=error):
-                state.finish(status, error=error, final_text=final_text)
+            case NextStepRepair(problem=problem):
+                step = await _repair(run, problem)
+            case NextStepFinish(status=status, final_text=final_text, error=error, structured_output=output):
+                state.finish(status, error=error, final_text=final_text, structured_output=output)
                 return
 
 
@@ -172,9 +189,15 @@ async def _prepare(run: _Run, history: SessionHistory) -> None:
     if guidance is not None and guidance.instructions is not None:
         run.state.add_instructions([guidance.instructions.file])
     parts = await _prompt_parts(settings, guidance)
+    if run.request.instructions is not None and run.request.instructions.body:
+        parts.append(run.request.instructions)
     if run.request.notes:
         body = "\n".join(f"- {note}" for note in run.request.notes)
         parts.append(prompts.PromptPart(id="runtime", title="Runtime notes", source="server", body=body))
+    schema = run.request.options.output_schema
+    if schema is not None:
+        body = schema_instructions(schema)
+        parts.append(prompts.PromptPart(id="output", title="Output format", source="output_schema", body=body))
     system = prompts.render_system_prompt(parts)
     # Token estimates walk the whole history and every tool schema: compute each once per turn.
     tool_tokens = prompts.estimate_tool_tokens(run.tools)
@@ -213,15 +236,20 @@ async def _prompt_parts(settings: Settings, guidance: ProjectGuidance | None) ->
     )
 
 
-async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
+async def _sample(run: _Run) -> NextStepRunTools | NextStepRepair | NextStepFinish:
     """One model call: the tools it asks for, its answer, or its failure."""
     if run.tool_round:
         run.messages = await fit_between_rounds(
             run.deps, run.state, run.messages, turn_start=run.turn_start, tool_tokens=run.tool_tokens, emit=run.emit
         )
     await run.status("sampling", f"sampling (round {run.tool_round + 1})")
+    options = run.request.options
     request = ModelRequest(
-        messages=run.messages, tools=run.tools, model=run.request.options.model, session_id=run.state.record.session_id
+        messages=run.messages,
+        tools=run.tools,
+        model=options.model,
+        session_id=run.state.record.session_id,
+        output_schema=options.output_schema,
     )
 
     async def on_text(delta: str) -> None:
@@ -265,9 +293,9 @@ async def _record_response(run: _Run, response: ModelResponse, duration_s: float
     return response
 
 
-async def _answer(run: _Run, response: ModelResponse) -> NextStepFinish:
+async def _answer(run: _Run, response: ModelResponse) -> NextStepRepair | NextStepFinish:
     """The final answer; one cut at the token limit ends the turn `truncated` (its `error` event and the
-    result's text say so)."""
+    result's text say so). With an output schema, an answer that does not match it is repaired once."""
     warning = _answer_warning(response)
     if warning is not None:
         await run.status("finalizing", f"warning: {warning}")
@@ -276,7 +304,29 @@ async def _answer(run: _Run, response: ModelResponse) -> NextStepFinish:
     cut = cut_answer(response)
     if cut is not None:
         return NextStepFinish("assistant_cut_at_token_limit", "truncated", final_text=response.text, error=cut)
-    return NextStepFinish("assistant_finished_without_tools", "completed", final_text=response.text)
+    schema = run.request.options.output_schema
+    if schema is None:
+        return NextStepFinish("assistant_finished_without_tools", "completed", final_text=response.text)
+    # In a worker thread: a schema's patterns may take up to their time limit (`output_schema.PATTERN_TIMEOUT_S`).
+    value, problem = await anyio.to_thread.run_sync(parse_answer, response.text, schema)
+    if problem is None:
+        done = "assistant_finished_without_tools"
+        return NextStepFinish(done, "completed", final_text=response.text, structured_output=value)
+    if not run.repaired:
+        return NextStepRepair(problem)
+    error = ErrorInfo(type=OUTPUT_INVALID, message=f"the final answer does not match the output schema: {problem}")
+    return NextStepFinish("output_invalid", "failed", final_text=response.text, error=error)
+
+
+async def _repair(run: _Run, problem: str) -> NextStepRunTools | NextStepRepair | NextStepFinish:
+    """Tell the model what was wrong with its answer and sample once more (the only repair round)."""
+    run.repaired = True
+    await run.status("sampling", f"the answer does not match the output schema, asking for a correction: {problem}")
+    correction = Message(role="user", content=repair_prompt(problem))
+    answer = run.state.committed[-1]  # the answer `_answer` kept, as the model wrote it
+    run.messages += [answer, correction]
+    run.state.commit([correction])
+    return await _sample(run)
 
 
 def _answer_warning(response: ModelResponse) -> str | None:

@@ -44,6 +44,8 @@ Reason = Literal[
     "max_tool_passes_reached",
     "model_failed",
     "timeout",
+    "answer_not_valid_against_output_schema",
+    "output_invalid",
 ]
 """Why a turn moved from one phase to the next, as its record's `transitions` say."""
 
@@ -66,6 +68,7 @@ class TurnState:
             prompt=request.prompt,
             trace=request.options.trace,
             model=request.options.model,
+            agent=request.options.agent,
             started_at=utc_now(),
         )
         state = cls(record=record, on_change=request.on_progress)
@@ -104,12 +107,21 @@ class TurnState:
         """The session was compacted during this turn (the last compaction is the one recorded)."""
         self._update(compaction=compaction)
 
-    def finish(self, status: TurnStatus, *, error: ErrorInfo | None = None, final_text: str | None = None) -> None:
+    def finish(
+        self,
+        status: TurnStatus,
+        *,
+        error: ErrorInfo | None = None,
+        final_text: str | None = None,
+        structured_output: Any = None,
+    ) -> None:
         """End the turn; a second call is ignored so the first reason to stop wins."""
         if self.record.finished_at is not None:
             return
         text = self.record.final_text if final_text is None else final_text
-        self._update(status=status, error=error, final_text=text, finished_at=utc_now())
+        self._update(
+            status=status, error=error, final_text=text, structured_output=structured_output, finished_at=utc_now()
+        )
 
     def _update(self, **changes: Any) -> None:
         # `model_copy` skips validation: every caller above passes values of the field's own type.

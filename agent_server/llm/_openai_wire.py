@@ -49,10 +49,19 @@ def build_body(request: ModelRequest, *, model: str, options: OpenAIOptions) -> 
     if request.tools:
         body["tools"] = [map_tool(tool) for tool in request.tools]
         body["tool_choice"] = "auto"
+    if request.output_schema is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": output_format(request.output_schema)}
     sampling = {"max_tokens": options.max_tokens, "temperature": options.temperature, "seed": options.seed}
     body.update({key: value for key, value in sampling.items() if value is not None})
     body.update(options.extra_body)
     return with_stream(body, options.stream)
+
+
+def output_format(schema: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's structured-output description of `schema`: not `strict`, since strict mode admits only a subset of
+    JSON Schema (every property required, no additional ones) that a caller's schema need not keep to; the loop
+    validates the answer either way."""
+    return {"name": "output", "schema": schema, "strict": False}
 
 
 def with_stream(body: dict[str, Any], stream: bool) -> dict[str, Any]:

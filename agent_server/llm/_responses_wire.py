@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_server.llm._openai_wire import obj, parse_arguments, seq
+from agent_server.llm._openai_wire import obj, output_format, parse_arguments, seq
 from agent_server.llm.base import ModelRequest, ModelResponse
 from agent_server.llm.prices import price_for, priced
 from agent_server.settings import OpenAIOptions, Price
@@ -35,6 +35,8 @@ def build_body(request: ModelRequest, *, model: str, options: OpenAIOptions, cac
     if request.tools:
         body["tools"] = [map_tool(tool) for tool in request.tools]
         body["tool_choice"] = "auto"
+    if request.output_schema is not None:
+        body["text"] = {"format": {"type": "json_schema", **output_format(request.output_schema)}}
     body["store"] = False
     body["include"] = ["reasoning.encrypted_content"]
     if cache_key and request.session_id:

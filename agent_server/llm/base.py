@@ -9,7 +9,7 @@ through `on_text` as it arrives; the response still carries the whole text. Fail
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,6 +31,9 @@ class ModelRequest(BaseModel):
     """`turn` for the agent loop, `compaction` for summaries."""
     session_id: str | None = None
     """The session the call serves: providers with a prompt cache route one session's calls to one cache."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON Schema the final answer must be valid against (checked by the loop): a provider with native
+    structured output asks for it (OpenAI's `response_format`); the others rely on the system prompt's words."""
 
 
 class ModelResponse(BaseModel):

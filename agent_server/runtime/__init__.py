@@ -47,8 +47,10 @@ from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFou
 from agent_server.events import AgentEvent, EventIds, EventSink
 from agent_server.ids import check_ids
 from agent_server.llm.unavailable import CONFIGURE
+from agent_server.named_agents import DEFAULT_AGENT, AgentDefinition
 from agent_server.redaction import redact_url
 from agent_server.runtime import progress
+from agent_server.runtime.agents import AGENT_KEY, NamedAgents, agent_part, checked_schema, with_agent
 from agent_server.runtime.background import BackgroundTurns, TurnHandle
 from agent_server.runtime.choice import fixed_llm, store_opener
 from agent_server.runtime.live import LiveFeed, Watch
@@ -99,6 +101,7 @@ if TYPE_CHECKING:
     from agent_server.mounts.config import MountConfig
     from agent_server.mounts.toolset import MountManager
     from agent_server.mounts.transport import InProcessServer
+    from agent_server.named_agents import Catalog
     from agent_server.runtime.park import InputRequest, Park, ParkedApprovals
     from agent_server.runtime.web_approvals import WebApprovals
     from agent_server.store.base import SharedTask
@@ -107,9 +110,12 @@ if TYPE_CHECKING:
     from agent_server.tracing.setup import Tracing
 
 __all__ = [
+    "AGENT_KEY",
     "CONFIGURE",
+    "DEFAULT_AGENT",
     "DEFAULT_CONNECTION",
     "NEW_SESSION",
+    "AgentDefinition",
     "AgentRuntime",
     "ClientModel",
     "InputRequest",
@@ -220,6 +226,7 @@ class AgentRuntime:
         self._principal = LOCAL_PRINCIPAL
         self._session_tools: SessionTools | None = None
         """The tools of `in_workspace` (a view of this runtime), else None: the runtime's own."""
+        self._agents = NamedAgents(settings, env)
 
     @property
     def principal(self) -> str:
@@ -319,6 +326,7 @@ class AgentRuntime:
         """
         await anyio.to_thread.run_sync(import_turn_code)
         await self._ready()
+        await self.agent_catalog()  # the named agents' definitions, read before the first call needs them
 
     async def _ready(self) -> Parts:
         """The store and the tools, opened and built by the first call that needs them.
@@ -427,7 +435,14 @@ class AgentRuntime:
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         wait = on_wait or ignore_wait
         parts = await self._ready()
-        session = await self._session_for_turn(parts, session_id, connection, prompt)
+        await checked_schema(options)
+        agent = await self._agents.chosen(self.workspace, options.agent)
+        if agent is not None:
+            self._agents.model(agent)  # a model that cannot be built fails the call before a session is made
+        session = await self._session_for_turn(parts, session_id, connection, prompt, agent)
+        if options.agent is None:
+            agent = await self._remembered_agent(parts, session)
+        options = with_agent(options, agent)
         mounts = all_mounts(parts, session_tools)
         if any(manager.starting for manager in mounts):
             wait(progress.MOUNTS)
@@ -458,9 +473,11 @@ class AgentRuntime:
                     cancel_reason=None if park is None else (lambda: park.expired),
                     begun=begun,
                     on_progress=self._tracker(turn_id, on_progress),
+                    instructions=None if agent is None else agent_part(agent),
                 )
                 registry = parts.registry if session_tools is None else session_tools.registry
-                deps = self._deps(parts, options.client_model, registry.filtered(options.tools))
+                tools = registry.filtered(options.tools, None if agent is None else agent.tools)
+                deps = self._deps(parts, options.client_model, tools, agent)
                 scope = self._shared.running[turn_id] = anyio.CancelScope()
                 try:
                     with scope, traced.running():
@@ -533,7 +550,11 @@ class AgentRuntime:
         background = self._entered_background()
         background.check_room(self._principal, parked=park is not None)  # before a session is made for it
         parts = await self._ready()
-        session = await self._session_for_turn(parts, session_id, connection, prompt)
+        await checked_schema(options)
+        agent = await self._agents.chosen(self.workspace, options.agent)
+        if agent is not None:
+            self._agents.model(agent)  # a model that cannot be built fails the call before a session is made
+        session = await self._session_for_turn(parts, session_id, connection, prompt, agent)
         traced = self._telemetry.turn(options.trace_context, model=options.model)  # from now: queueing counts
         trace_id = turn_trace_id(traced, options.trace_context, options.trace_id) or new_id("trace")
         options = options.model_copy(update={"trace_id": trace_id})
@@ -846,10 +867,17 @@ class AgentRuntime:
                 raise SessionNotFound(session_id)
         return record
 
-    def _deps(self, parts: Parts, client_model: ClientModel | None, tools: Toolset | None = None) -> AgentDeps:
+    def _deps(
+        self,
+        parts: Parts,
+        client_model: ClientModel | None,
+        tools: Toolset | None = None,
+        agent: AgentDefinition | None = None,
+    ) -> AgentDeps:
         from agent_server.agent.context import AgentDeps
 
-        llm = self._model_for(client_model)
+        has_own, agent_llm = (False, None) if agent is None else self._agents.model(agent)
+        llm = agent_llm if agent_llm is not None else self._model_for(client_model, configured=not has_own)
         own = self._session_tools
         settings = self.settings if own is None else own.settings
         tracing = self._shared.tracing
@@ -910,9 +938,10 @@ class AgentRuntime:
             )
             yield view
 
-    def _model_for(self, client: ClientModel | None) -> LLMClient:
-        """The configured model, else the caller's own, else a stand-in that says how to configure one."""
-        if self._llm is not None:
+    def _model_for(self, client: ClientModel | None, *, configured: bool = True) -> LLMClient:
+        """The configured model (unless not `configured`: an agent's model is `sampling`), else the caller's own,
+        else a stand-in that says how to configure one."""
+        if self._llm is not None and configured:
             return self._llm
         from agent_server.llm.sampling import SamplingLLM
         from agent_server.llm.unavailable import UnavailableLLM
@@ -1038,12 +1067,16 @@ class AgentRuntime:
         guidance = await project_guide(own).guidance()
         return ToolsReport(tools=tools, servers=servers, dropped=registry.dropped(), sandbox=sandbox, guidance=guidance)
 
-    async def _session_for_turn(self, parts: Parts, session_id: str | None, connection: str | None, prompt: str) -> str:
+    async def _session_for_turn(
+        self, parts: Parts, session_id: str | None, connection: str | None, prompt: str, agent: AgentDefinition | None
+    ) -> str:
+        """The turn's session; one it creates remembers `agent` (in its metadata)."""
         store = parts.store
         title = title_from(prompt)
+        metadata: dict[str, Any] = {} if agent is None else {AGENT_KEY: agent.name}
 
         async def create() -> str:
-            return (await self._new_session(parts, title, {})).session_id
+            return (await self._new_session(parts, title, metadata)).session_id
 
         if session_id == NEW_SESSION:
             return await create()
@@ -1056,6 +1089,27 @@ class AgentRuntime:
         if key is None:  # no connection identity: every such call starts fresh
             return await create()
         return await parts.current.get_or_create(key, lambda s: session_exists(store, s), create)
+
+    async def _remembered_agent(self, parts: Parts, session_id: str) -> AgentDefinition | None:
+        """The agent the session was created with (none when no agent is defined: no store hop).
+
+        Raises:
+            InvalidArgument: that agent is no longer defined.
+        """
+        if not (await self._agents.catalog(self.workspace)).agents:
+            return None
+        name = (await parts.store.get_session(session_id)).metadata.get(AGENT_KEY)
+        if not isinstance(name, str):
+            return None
+        try:
+            return await self._agents.chosen(self.workspace, name)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"the session's agent: {exc.message}; pass agent to choose one") from None
+
+    async def agent_catalog(self) -> Catalog:
+        """The named agents of this runtime's workspace (the settings' and its definition files'), read again when
+        a file changed; its `version` grows with each change of the set."""
+        return await self._agents.catalog(self.workspace)
 
     async def _new_session(self, parts: Parts, title: str, metadata: dict[str, Any]) -> SessionInfo:
         session = await parts.store.create_session(title=title, metadata=metadata, principal=self._principal)

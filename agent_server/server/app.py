@@ -27,6 +27,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agent_server.runtime import AgentRuntime
+from agent_server.server.agent_listing import AgentTools, as_run_turn
 from agent_server.server.listing import tool_names, wire_tools
 from agent_server.server.tasks.routes import TaskHub
 from agent_server.server.tasks.routes import install as install_tasks
@@ -102,14 +103,23 @@ def create_server(
     runtime = AgentRuntime(settings, llm=llm, in_process_mounts=in_process_mounts)
     listed = anyio.Event()
     hub: TaskHub | None = None
+    agents = AgentTools(runtime)
 
     async def list_tools(ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         listed.set()
-        return types.ListToolsResult(tools=wire_tools())
+        return types.ListToolsResult(tools=[*wire_tools(), *await agents.tools()])
 
     async def call_tool(ctx: Context, params: types.CallToolRequestParams) -> HandlerResult:
+        if await agents.changed() and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            await ctx.session.send_tool_list_changed()
         if params.name not in tool_names():
-            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+            agent = await agents.agent_of(params.name)
+            if agent is None:
+                raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+            try:
+                params = as_run_turn(params, agent)
+            except ValueError as exc:
+                raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         if params.name == "run_turn" and hub is not None and declares_tasks(ctx):
             return await hub.start(ctx, params.arguments or {})
         if params.name == "run_turn" and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -155,7 +165,10 @@ class _AgentServer(Server[AgentRuntime]):
         *,
         protocol_version: str | None = None,
     ) -> types.ServerCapabilities:
+        given = notification_options or NotificationOptions()
+        # Named agents are tools, and their set changes with the workspace's definition files (`agent_listing`).
+        notify = NotificationOptions(given.prompts_changed, given.resources_changed, tools_changed=True)
         caps = super().get_capabilities(
-            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+            notify, experimental_capabilities, extensions, protocol_version=protocol_version
         )
         return task_capabilities(caps, protocol_version)

@@ -26,6 +26,7 @@ from agent_server.types import (
     SkillInfo,
     SkippedSkill,
     ToolSpec,
+    one_line,
 )
 
 
@@ -108,6 +109,17 @@ class CommandSandboxState(Result):
     network: bool = Field(description="Whether a command can reach the network.")
 
 
+class NamedAgentInfo(Result):
+    """A named agent (README "Named agents and structured output")."""
+
+    name: str
+    description: str
+    source: str = Field(description="`settings`, or its definition file relative to the workspace.")
+    tools: list[str] | None = Field(description="The tool names and globs it gets; null: every tool.")
+    model: str | None = Field(description="Its model alias or provider spec; null: the server's model.")
+    output_schema: bool = Field(description="Whether its answers must match an output schema.")
+
+
 class AgentToolsResult(Result):
     tools: list[ToolSpec]
     servers: list[MountState]
@@ -129,6 +141,9 @@ class AgentToolsResult(Result):
         default_factory=list[SkippedSkill], description="Skill folders not offered, and why."
     )
     unlisted_skills: int = Field(default=0, description="Skill folders not looked at, past skills_max.")
+    agents: list[NamedAgentInfo] = Field(
+        default_factory=list[NamedAgentInfo], description="The named agents (run_turn's `agent`; a tool each)."
+    )
 
 
 def _describe(session: SessionInfo) -> str:
@@ -234,7 +249,7 @@ async def session_delete(runtime: AgentRuntime, ctx: Context, params: SessionIdP
 
 @tool(
     "agent_tools",
-    "The agent's own tools (with their source) and the state of each mounted MCP server.",
+    "The agent's own tools (with their source), the state of each mounted MCP server, and the named agents.",
     result=AgentToolsResult,
     annotations=hints("List the agent's tools", read_only=True),
 )
@@ -254,6 +269,18 @@ async def agent_tools(runtime: AgentRuntime, ctx: Context, params: AgentToolsPar
     lines += [f"skipped skill {s.path}: {s.reason}" for s in guidance.skipped]
     if guidance.unlisted:
         lines.append(f"{guidance.unlisted} more skill folder(s) not looked at (skills_max)")
+    agents = [
+        NamedAgentInfo(
+            name=a.name,
+            description=a.description,
+            source=a.source,
+            tools=None if a.tools is None else list(a.tools),
+            model=a.model,
+            output_schema=a.output_schema is not None,
+        )
+        for a in (await runtime.agent_catalog()).agents.values()
+    ]
+    lines += [f"agent {a.name} ({a.source}): {one_line(a.description, 120)}" for a in agents]
     result = AgentToolsResult(
         tools=report.tools,
         servers=servers,
@@ -263,5 +290,6 @@ async def agent_tools(runtime: AgentRuntime, ctx: Context, params: AgentToolsPar
         skills=guidance.skills,
         skipped_skills=guidance.skipped,
         unlisted_skills=guidance.unlisted,
+        agents=agents,
     )
     return Outcome(result, "\n".join(lines) or "no tools")

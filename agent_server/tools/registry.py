@@ -61,13 +61,16 @@ class ToolRegistry:
         """The tools left out of the last merge (by the merge or by a toolset), with the reasons."""
         return self._combined.dropped()
 
-    def filtered(self, patterns: Sequence[str] | None) -> ToolRegistry:
-        """A registry offering only the tools whose names match one of the fnmatch globs (None: all).
+    def filtered(self, patterns: Sequence[str] | None, also: Sequence[str] | None = None) -> ToolRegistry:
+        """A registry offering only the tools whose names match one of the fnmatch globs (None: all), and one of
+        `also`'s (a second allow-list; None: none).
 
         It shares this registry's toolsets and merge (so `dropped()` is the same for both).
         """
         view = copy.copy(self)
-        view._offered = FilteredToolset(self._combined, None if patterns is None else tuple(patterns))
+        view._offered = FilteredToolset(
+            self._combined, None if patterns is None else tuple(patterns), None if also is None else tuple(also)
+        )
         view._routes = {}
         return view
 

@@ -11,17 +11,18 @@ from agent_server.types import DroppedTool, ToolCall, ToolResult, ToolSpec
 
 
 class FilteredToolset:
-    """The tools of `inner` whose names match one of the fnmatch globs `patterns` (None: every tool).
+    """The tools of `inner` whose names match one of the fnmatch globs `patterns` (None: every tool), and one of
+    `also`'s (a second allow-list, e.g. a named agent's under the caller's; None: no second one).
 
     Implements `Toolset`; a call of a name it does not offer is answered as unknown, never passed on.
     """
 
-    def __init__(self, inner: Toolset, patterns: tuple[str, ...] | None) -> None:
+    def __init__(self, inner: Toolset, patterns: tuple[str, ...] | None, also: tuple[str, ...] | None = None) -> None:
         self._inner = inner
-        self._patterns = patterns
+        self._lists = [p for p in (patterns, also) if p is not None]
 
     def allows(self, name: str) -> bool:
-        return self._patterns is None or any(fnmatch.fnmatchcase(name, pattern) for pattern in self._patterns)
+        return all(any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns) for patterns in self._lists)
 
     async def list_tools(self) -> list[ToolSpec]:
         return [spec for spec in await self._inner.list_tools() if self.allows(spec.name)]

@@ -84,6 +84,7 @@ async def connect(
     timeout: float = 10,
     in_process_mounts: dict[str, Any] | None = None,
     elicitation_callback: Any = None,
+    message_handler: Any = None,
     **overrides: Any,
 ) -> AsyncIterator[Harness]:
     """Connect a client to a fresh server; the whole block is bounded by `timeout` seconds."""
@@ -93,6 +94,10 @@ async def connect(
     server = create_server(settings, llm=llm, in_process_mounts=in_process_mounts)
     with anyio.fail_after(timeout):
         async with Client(
-            server, mode=mode, extensions=[recorder], elicitation_callback=elicitation_callback
+            server,
+            mode=mode,
+            extensions=[recorder],
+            elicitation_callback=elicitation_callback,
+            message_handler=message_handler,
         ) as client:
             yield Harness(client=client, llm=llm, settings=settings, events=recorder)

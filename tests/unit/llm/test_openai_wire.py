@@ -8,6 +8,7 @@ from email.utils import formatdate
 import pytest
 
 from agent_server.errors import ConfigError
+from agent_server.llm import _openai_wire, _responses_wire
 from agent_server.llm._openai_wire import (
     ERROR_TEXT_MAX,
     StreamAssembler,
@@ -18,9 +19,10 @@ from agent_server.llm._openai_wire import (
 )
 from agent_server.llm._secret import Secret, StreamMask
 from agent_server.llm._sse import iter_sse_data
+from agent_server.llm.base import ModelRequest
 from agent_server.llm.openai import OpenAIChatLLM
 from agent_server.settings import OpenAIOptions
-from agent_server.types import ToolCall
+from agent_server.types import Message, ToolCall
 
 
 async def _lines(*lines: str) -> AsyncIterator[str]:
@@ -129,3 +131,17 @@ def test_the_shown_url_drops_credentials_and_query() -> None:
     options = OpenAIOptions(base_url="https://user:pw@llm.example.com:8443/v1?tenant=7")
     llm = OpenAIChatLLM(options, api_key="k" * 20, model="m")
     assert repr(llm) == "OpenAIChatLLM(url='https://llm.example.com:8443/v1/chat/completions', model='m', api_key=set)"
+
+
+def test_an_output_schema_is_asked_for_natively_by_both_openai_apis() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    request = ModelRequest(messages=[Message(role="user", content="count")], output_schema=schema)
+    plain = ModelRequest(messages=[Message(role="user", content="count")])
+    options = OpenAIOptions()
+    described = {"name": "output", "schema": schema, "strict": False}
+    chat = _openai_wire.build_body(request, model="m", options=options)
+    assert chat["response_format"] == {"type": "json_schema", "json_schema": described}
+    responses = _responses_wire.build_body(request, model="m", options=options, cache_key=False)
+    assert responses["text"] == {"format": {"type": "json_schema", **described}}
+    assert "response_format" not in _openai_wire.build_body(plain, model="m", options=options)
+    assert "text" not in _responses_wire.build_body(plain, model="m", options=options, cache_key=False)
