@@ -10,7 +10,8 @@ name, or too large (`MAX_FILE_BYTES`) is skipped with one.
 `tools` (a comma-separated list or a YAML list) limits the agent's tools: built-in names and globs of mounted
 tools, and Claude Code's names mapped to the built-ins (`CLAUDE_TOOLS`); `mcp__SERVER__TOOL` is the mounted
 `SERVER__TOOL`. Another capitalised name (one of Claude Code's tools this server does not have, e.g. `WebFetch`)
-is skipped with a log line. Absent: every tool.
+is skipped with a log line. Absent: every tool. The front matter is read by `front_matter` (PyYAML), as
+skills' is.
 
 `AgentCatalog` reads the definitions when first asked and again when a file changed: a cheap check of the two
 directories' and their files' modification times, in a worker thread (without either directory, two `stat`s and
@@ -25,11 +26,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
 
+from agent_server.front_matter import FrontMatterError, split_front_matter
 from agent_server.settings import AgentSettings
 from agent_server.turn_options import AGENT_NAME
 
@@ -118,11 +120,15 @@ def map_tools(names: tuple[str, ...] | list[str], where: str) -> tuple[str, ...]
 
 def parse_agent_file(text: str, *, stem: str, source: str) -> AgentDefinition | None:
     """The definition a file holds, or None (logged) when it holds none that can be used."""
-    front, body = split_front_matter(text)
-    if front is None:
-        logger.info("agent file %s has no front matter (--- name/description --- then the prompt); skipped", source)
+    try:
+        values, body = split_front_matter(text)
+    except FrontMatterError as exc:
+        logger.info(
+            "agent file %s has no usable front matter: %s (--- name/description --- then the prompt); skipped",
+            source,
+            exc,
+        )
         return None
-    values = parse_front_matter(front)
     for key in sorted(set(values) - KNOWN_KEYS):
         logger.info("agent file %s: front matter key %r is not used; ignored", source, key)
     name = values.get("name") if isinstance(values.get("name"), str) else stem
@@ -133,63 +139,21 @@ def parse_agent_file(text: str, *, stem: str, source: str) -> AgentDefinition | 
     if not isinstance(description, str) or not description.strip():
         logger.info("agent file %s: no description (hosts pick agents by it); skipped", source)
         return None
-    tools = values.get("tools")
+    tools: object = values.get("tools")
     if isinstance(tools, str):
         tools = tools.split(",")
+    elif tools is not None and not isinstance(tools, list):
+        logger.info("agent file %s: tools is neither a list nor comma-separated names; skipped", source)
+        return None
     model = values.get("model")
     return AgentDefinition(
         name=name,
         description=description.strip()[:MAX_DESCRIPTION_CHARS],
         instructions=body.strip(),
-        tools=None if tools is None else map_tools([str(t) for t in tools], f"agent file {source}"),
+        tools=None if tools is None else map_tools([str(t) for t in cast(list[object], tools)], f"agent file {source}"),
         model=model if isinstance(model, str) and model.strip() else None,
         source=source,
     )
-
-
-def split_front_matter(text: str) -> tuple[str | None, str]:
-    """(the front matter between the first two `---` lines, the body), or (None, text) without one."""
-    lines = text.removeprefix("\ufeff").splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        return None, text
-    for index in range(1, len(lines)):
-        if lines[index].strip() == "---":
-            return "".join(lines[1:index]), "".join(lines[index + 1 :])
-    return None, text
-
-
-def parse_front_matter(text: str) -> dict[str, str | list[str]]:
-    """The subset of YAML agent files use: `key: value` (plain, quoted, or a `[a, b]` flow list), and a key alone
-    followed by `- item` lines. No YAML library is a dependency; anything richer is read as plain text."""
-    values: dict[str, str | list[str]] = {}
-    current: str | None = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if stripped.startswith("- ") and current is not None:
-            items = values.get(current)
-            values[current] = [*(items if isinstance(items, list) else []), _scalar(stripped[2:])]
-            continue
-        key, colon, value = stripped.partition(":")
-        if not colon or line[:1].isspace():
-            continue
-        current = key.strip()
-        value = value.strip()
-        if value.startswith("[") and value.endswith("]"):
-            values[current] = [_scalar(item) for item in value[1:-1].split(",") if item.strip()]
-        elif value:
-            values[current] = _scalar(value)
-        else:
-            values[current] = []
-    return values
-
-
-def _scalar(value: str) -> str:
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    return value
 
 
 Signature = tuple[tuple[str, int, int], ...]

@@ -23,6 +23,7 @@ LEAVES = {
     "version",
     "turn_options",
     "output_schema",
+    "front_matter",
 }
 ADAPTERS = {"llm", "tools", "store", "mounts"}
 # What anyone may call in an adapter package: its protocols and the mount configuration (settings validate it).

@@ -34,8 +34,9 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
+from agent_server.front_matter import FrontMatterError, split_front_matter
 from agent_server.types import SkillInfo, SkippedSkill
 
 logger = logging.getLogger(__name__)
@@ -50,10 +51,7 @@ FILES_MAX = 200
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 COMPATIBILITY_MAX = 500
-NESTING_MAX = 16
-INDENT_MAX = 64
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-_FENCE = "---"
 
 
 @dataclass(frozen=True)
@@ -173,69 +171,13 @@ def _skill(sources: SkillSources, folder: Path, inside: bool) -> Skill | str | N
     try:
         # Not `final`: the head may end inside a character; invalid UTF-8 before that still fails.
         text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-        meta, _ = split_front_matter(text, complete=False)
+        meta, _ = split_front_matter(text, file=SKILL_FILE, head_bytes=FRONT_MATTER_MAX_BYTES)
         name, description = check_front_matter(meta, folder.name)
     except UnicodeDecodeError:
         return f"its {SKILL_FILE} is not UTF-8 text"
     except FrontMatterError as exc:
         return str(exc)
     return Skill(SkillInfo(name=name, description=description, path=sources.shown(folder / SKILL_FILE)), real, file)
-
-
-class FrontMatterError(ValueError):
-    """A SKILL.md whose front matter is missing, malformed or breaks the standard's rules."""
-
-
-def split_front_matter(text: str, *, complete: bool = True) -> tuple[dict[str, Any], str]:
-    """The front matter (parsed) and the body of a SKILL.md's text; `complete=False`: `text` is only the file's
-    head, so the body may be cut.
-
-    Raises:
-        FrontMatterError: there is none, it is not closed, or it is not a YAML mapping.
-    """
-    import yaml  # only once a skill is found: keeps the start path light
-
-    lines = text.removeprefix("\ufeff").split("\n")
-    if lines[0].rstrip("\r") != _FENCE:
-        raise FrontMatterError(f"{SKILL_FILE} does not begin with a front matter line '---'")
-    end = next((i for i, line in enumerate(lines[1:], start=1) if line.rstrip("\r") == _FENCE), None)
-    if end is None:
-        where = "" if complete else f" within its first {FRONT_MATTER_MAX_BYTES} bytes"
-        raise FrontMatterError(f"the front matter is not closed by a '---' line{where}")
-    front = "\n".join(lines[1:end])
-    _check_nesting(front)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when the wheel has it
-    try:
-        meta: object = yaml.load(front, Loader=loader)  # a safe loader, either way
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" (line {mark.line + 2})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise FrontMatterError(f"the front matter is not valid YAML: {problem}{line}") from None
-    except RecursionError:  # nesting deeper than the interpreter's stack (`[[[[...`)
-        raise FrontMatterError("the front matter is not valid YAML: it is nested too deeply") from None
-    except (ValueError, TypeError) as exc:  # a value PyYAML's resolver accepts but cannot build (`2001-13-45`)
-        raise FrontMatterError(f"the front matter is not valid YAML: {exc}") from None
-    if not isinstance(meta, dict):
-        raise FrontMatterError("the front matter is not a mapping of keys to values")
-    return cast(dict[str, Any], meta), "\n".join(lines[end + 1 :])
-
-
-def _check_nesting(front: str) -> None:
-    """Refuse front matter nested deeper than any skill needs before PyYAML sees it: its constructor recurses
-    in Python, and 8 KiB of `[` would cost seconds (and the interpreter's stack) in the worker thread."""
-    depth = deepest = 0
-    for char in front:
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth = max(depth - 1, 0)
-    indent = max((len(line) - len(line.lstrip(" ")) for line in front.split("\n")), default=0)
-    if deepest > NESTING_MAX or indent > INDENT_MAX:
-        raise FrontMatterError(
-            f"the front matter is nested too deeply (more than {NESTING_MAX} brackets or {INDENT_MAX} columns)"
-        )
 
 
 def check_front_matter(meta: dict[str, Any], folder_name: str) -> tuple[str, str]:
@@ -316,7 +258,7 @@ def read_body(skill: Skill, max_bytes: int) -> tuple[str, bool]:
         data = handle.read(max_bytes + 1)
     truncated = len(data) > max_bytes
     text = data[:max_bytes].decode("utf-8", errors="ignore" if truncated else "strict")
-    _, body = split_front_matter(text)
+    _, body = split_front_matter(text, file=SKILL_FILE)
     return body.strip(), truncated
 
 

@@ -36,6 +36,17 @@ def test_the_tools_of_a_file_in_each_yaml_form(tools: str) -> None:
     )
 
 
+def test_front_matter_is_yaml_as_skills_read_it(caplog: pytest.LogCaptureFixture) -> None:
+    """Block scalars and comments, as real definition files use them; too deep a nesting is refused unparsed."""
+    text = "---\nname: helper  # the tool's name\ndescription: >-\n  Reviews code.\n  Use after edits.\n---\nBody\n"
+    agent = parse_agent_file(text, stem="x", source="a.md")
+    assert agent is not None and (agent.name, agent.description) == ("helper", "Reviews code. Use after edits.")
+    with caplog.at_level(logging.INFO):
+        deep = "---\nname: deep\ndescription: d\ntools: " + "[" * 5000 + "\n---\n"
+        assert parse_agent_file(deep, stem="deep", source="deep.md") is None
+    assert "nested too deeply" in caplog.text
+
+
 def test_claude_codes_names_map_to_the_built_ins_and_unknown_ones_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO):
         mapped = map_tools(
@@ -53,7 +64,12 @@ def test_files_without_a_usable_definition_are_skipped_with_a_reason(caplog: pyt
         assert parse_agent_file("---\ndescription: d\n---\n", stem="default", source="d.md") is None
         named = parse_agent_file("---\ndescription: d\ncolor: blue\n---\n", stem="from-stem", source="e.md")
     assert named is not None and named.name == "from-stem" and named.tools is None  # absent tools: all of them
-    for reason in ["no front matter", "no description", "not a usable agent name", "'color' is not used"]:
+    for reason in [
+        "has no usable front matter: the file does not begin with a front matter line",
+        "no description",
+        "not a usable agent name",
+        "'color' is not used",
+    ]:
         assert reason in caplog.text
 
 
