@@ -59,6 +59,9 @@ def _url(text: str) -> AnyHttpUrl:
 
 def http_app(server: Server[Any], settings: Settings, *, host: str, port: int) -> Starlette:
     """The ASGI app serving `server` at `/mcp` on `host:port`, as the settings protect it (module docstring)."""
+    from agent_server.server.listing import input_schema
+
+    server.get_tool_input_schema = input_schema
     security = transport_security(host, settings.http)
     view = _view(server, settings, host, port, security) if settings.view.enabled else None
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host, transport_security=security)
