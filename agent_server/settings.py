@@ -71,6 +71,12 @@ class OpenAIOptions(BaseModel):
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=8, ge=0)
     retry_after_max_s: float = Field(default=30, ge=0)
+    max_connections: int | None = Field(default=None, ge=1)
+    """Model calls in flight at once (HTTP connections to the endpoint); None: no limit of the client's own, so
+    the server's concurrency decides (httpx's default would hold the 101st call back, and fail it after
+    `connect_timeout_s`). A call waiting for a free connection waits at most `connect_timeout_s`."""
+    max_keepalive_connections: int = Field(default=100, ge=0)
+    """Idle connections kept open for the next calls (httpx's default keeps 20)."""
     retry_read_timeout: bool | None = None
     """Whether a read timeout (no data for `read_timeout_s`) is retried. None: yes, except on a local endpoint
     (`localhost`, a loopback, private or link-local address), which is likely still busy with the request: a
@@ -125,6 +131,10 @@ class AnthropicOptions(BaseModel):
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=8, ge=0)
     retry_after_max_s: float = Field(default=30, ge=0)
+    max_connections: int | None = Field(default=None, ge=1)
+    """As `openai.max_connections`."""
+    max_keepalive_connections: int = Field(default=100, ge=0)
+    """As `openai.max_keepalive_connections`."""
     retry_read_timeout: bool | None = None
     """As `openai.retry_read_timeout`."""
     max_tokens: int = Field(default=8192, ge=1)

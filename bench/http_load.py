@@ -53,9 +53,10 @@ from anyio.abc import Process
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _http_raw import Connection, HttpFailure, Reply  # noqa: E402
-from _jsonrpc import loadavg, machine, machine_lines  # noqa: E402
+from _jsonrpc import RpcServer, agent_argv, loadavg, machine, machine_lines  # noqa: E402
 
 HOST = "127.0.0.1"
+BASELINE = Path(__file__).resolve().parent / "baseline_http_server.py"
 MODERN = "2026-07-28"
 HANDSHAKE = "2025-11-25"
 SCENARIOS = ("modern", "handshake", "handshake-per-turn")
@@ -72,6 +73,8 @@ class Variant:
     store: str | None = None
     replicas: int = 1
     pythonpath: str | None = None
+    kind: str = "agent"
+    """`agent` (agent-server over HTTP), `baseline` (`baseline_http_server.py`) or `stdio` (agent-server over stdio)."""
 
 
 @dataclass
@@ -80,6 +83,8 @@ class Replica:
     process: Process
     session: str | None = None
     """The handshake scenario's MCP session on this replica."""
+    stdio: RpcServer | None = None
+    """The stdio variant's driver (and no port)."""
 
 
 @dataclass
@@ -133,13 +138,18 @@ class Load:
         self._next_id = 0
         self._rr = 0
 
-    def _argv(self, name: str, variant: Variant, port: int) -> list[str]:
-        workspace = self.tmp / "workspace"
-        workspace.mkdir(exist_ok=True)
+    def _script(self) -> Path:
+        (self.tmp / "workspace").mkdir(exist_ok=True)
         script = self.tmp / "script.json"
         if not script.exists():
             answer = {"content": "ok", "delay_s": self.args.delay}
             script.write_text(json.dumps({"responses": [answer], "when_exhausted": "cycle"}))
+        return script
+
+    def _argv(self, name: str, variant: Variant, port: int) -> list[str]:
+        if variant.kind == "baseline":
+            return [sys.executable, str(BASELINE), "--host", HOST, "--port", str(port), "--delay", str(self.args.delay)]
+        workspace, script = self.tmp / "workspace", self._script()
         config: dict[str, Any] = {"log_level": "WARNING"}
         if self.args.auth:
             config["auth"] = {"tokens": {"bench": "sha256:" + hashlib.sha256(TOKEN.encode()).hexdigest()}}
@@ -153,6 +163,12 @@ class Load:
         return argv
 
     async def start(self, stack: AsyncExitStack, variant: Variant, errlog: Any) -> None:
+        if variant.kind == "stdio":
+            argv = agent_argv(self.tmp / "workspace", self.tmp / "state-stdio", self._script())
+            driver = await stack.enter_async_context(RpcServer.spawn(argv, self.tmp, name="agent-server stdio"))
+            self.replicas[variant.label] = [Replica(0, driver.process, stdio=driver)]
+            await self._call_stdio(self.replicas[variant.label][0])
+            return
         env = dict(os.environ)
         if variant.pythonpath is not None:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [variant.pythonpath, env.get("PYTHONPATH")]))
@@ -197,6 +213,15 @@ class Load:
         finally:
             await connection.aclose()
         _check_turn(reply, request_id)
+
+    async def _call_stdio(self, replica: Replica) -> None:
+        assert replica.stdio is not None
+        progress = None if self.args.no_progress else (lambda _params: None)
+        arguments = {"prompt": "say ok", "session_id": "new"}
+        result = await replica.stdio.call_tool("run_turn", arguments, on_progress=progress)
+        status = result["structuredContent"]["status"]
+        if status != "completed":
+            raise HttpFailure(f"turn {status}")
 
     async def _open_session(self, connection: Connection) -> str:
         params = {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": CLIENT_INFO}
@@ -243,7 +268,7 @@ class Load:
         if scenario != "handshake":
             return
         for replica in self.replicas[label]:
-            if replica.session is None:
+            if replica.session is None and replica.stdio is None:
                 connection = await Connection.open(HOST, replica.port)
                 try:
                     replica.session = await self._open_session(connection)
@@ -254,7 +279,8 @@ class Load:
         replicas = self.replicas[label]
         replica = replicas[self._rr % len(replicas)]
         self._rr += 1
-        call = {"modern": self._call_modern, "handshake": self._call_handshake}.get(scenario, self._call_per_turn)
+        calls = {"modern": self._call_modern, "handshake": self._call_handshake}
+        call = self._call_stdio if replica.stdio is not None else calls.get(scenario, self._call_per_turn)
         return lambda: call(replica)
 
     async def burst(self, scenario: str, label: str) -> Burst:
@@ -342,6 +368,10 @@ async def _pg_schema(url: str | None) -> AsyncGenerator[str | None]:
 
 def variants(args: argparse.Namespace, scoped: str | None) -> list[Variant]:
     found = [Variant("sqlite x1")]
+    if args.baseline:
+        found.append(Variant("bare SDK server", kind="baseline"))
+    if args.stdio:
+        found.append(Variant("sqlite x1 over stdio", kind="stdio"))
     if scoped is not None:
         found.append(Variant(f"postgresql x{args.replicas}", store=scoped, replicas=args.replicas))
     if args.against is not None:
@@ -453,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", metavar="URL", help="also run --replicas replicas on this PostgreSQL database")
     parser.add_argument("--replicas", type=int, default=2, help="replicas on --store (default 2)")
     parser.add_argument("--against", metavar="DIR", help="also run one SQLite replica from this source tree")
+    parser.add_argument("--baseline", action="store_true", help="also run the bare SDK server (baseline_http_server.py)")
+    parser.add_argument("--stdio", action="store_true", help="also run agent-server over stdio (one pipe, same turns)")
     parser.add_argument("--auth", action="store_true", help="bearer tokens on every server and request")
     parser.add_argument("--no-progress", action="store_true", help="send no progress token")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
