@@ -146,6 +146,9 @@ class HttpSettings(BaseModel):
     alive, after its next request's first byte) is closed."""
     keep_alive_timeout_s: int = Field(default=5, ge=1, le=3600)
     """An idle kept-alive connection is closed after this long (uvicorn's `timeout_keep_alive`)."""
+    session_idle_timeout_s: float = Field(default=1800, gt=0, le=86_400)
+    """A handshake-era MCP session with no request in flight for this long is closed (its id then answers 404,
+    and it no longer counts against `limits.mcp_sessions`)."""
     max_connections: int = Field(default=512, ge=1, le=1_000_000)
     """Connections open at once: a connection past it is closed as it opens, and uvicorn answers requests 503
     at it (`limit_concurrency`)."""

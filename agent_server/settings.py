@@ -300,6 +300,9 @@ class LimitsSettings(BaseModel):
     """Of those, turns that may wait for the client's answers through the park (2026-07-28 rounds and tasks)."""
     queued_turns: int = Field(default=32, ge=1, le=100_000)
     """Calls of `run_turn` waiting for an earlier turn of their session to end."""
+    mcp_sessions: int = Field(default=64, ge=1, le=10_000)
+    """Handshake-era MCP sessions open at once over Streamable HTTP (each `initialize` opens one, until `DELETE`
+    or 30 minutes idle); one more is refused with HTTP 429 naming this setting."""
 
 
 class TracingSettings(BaseModel):

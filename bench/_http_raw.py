@@ -67,7 +67,9 @@ class Connection:
         if reply_headers.get("content-type", "").startswith("text/event-stream"):
             await self._read_events(reply, chunked, on_message)
         else:
-            raw = await (self._read_chunked() if chunked else self._read_exactly(int(reply_headers.get("content-length", "0"))))
+            raw = await (
+                self._read_chunked() if chunked else self._read_exactly(int(reply_headers.get("content-length", "0")))
+            )
             if raw.strip():
                 reply.messages.append(json.loads(raw))
         return reply
@@ -122,7 +124,9 @@ class Connection:
             body += chunk
         return bytes(body)
 
-    async def _read_events(self, reply: Reply, chunked: bool, on_message: Callable[[dict[str, Any]], bool] | None) -> None:
+    async def _read_events(
+        self, reply: Reply, chunked: bool, on_message: Callable[[dict[str, Any]], bool] | None
+    ) -> None:
         pending = bytearray()
         ended = False
         while not ended:

@@ -413,7 +413,9 @@ def _quantile(values: list[float], q: float) -> float:
 def summarise(args: argparse.Namespace, labels: list[str], figures: dict[tuple[str, str], Figures]) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     order = {label: i for i, label in enumerate(labels)}
-    for (scenario, label), fig in sorted(figures.items(), key=lambda kv: (args.scenario.index(kv[0][0]), order[kv[0][1]])):
+    for (scenario, label), fig in sorted(
+        figures.items(), key=lambda kv: (args.scenario.index(kv[0][0]), order[kv[0][1]])
+    ):
         latencies = [x for b in fig.bursts for x in b.latencies_s]
         failures = [f for b in fig.bursts for f in b.failures]
         rows.append(
@@ -438,9 +440,13 @@ def summarise(args: argparse.Namespace, labels: list[str], figures: dict[tuple[s
     for row in rows:
         base = first[row["scenario"]]
         row["wall_ratio_to_first"] = round(row["wall_over_ideal"] / base["wall_over_ideal"], 3)
-        row["cpu_ratio_to_first"] = round(row["cpu_ms_per_turn"] / base["cpu_ms_per_turn"], 3) if base["cpu_ms_per_turn"] else None
+        row["cpu_ratio_to_first"] = (
+            round(row["cpu_ms_per_turn"] / base["cpu_ms_per_turn"], 3) if base["cpu_ms_per_turn"] else None
+        )
     return {
-        "measure": f"a burst of {args.turns} concurrent one-call run_turn over Streamable HTTP, model delay {args.delay} s",
+        "measure": (
+            f"a burst of {args.turns} concurrent one-call run_turn over Streamable HTTP, model delay {args.delay} s"
+        ),
         "turns": args.turns,
         "delay_s": args.delay,
         "rounds": args.rounds,
@@ -483,7 +489,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", metavar="URL", help="also run --replicas replicas on this PostgreSQL database")
     parser.add_argument("--replicas", type=int, default=2, help="replicas on --store (default 2)")
     parser.add_argument("--against", metavar="DIR", help="also run one SQLite replica from this source tree")
-    parser.add_argument("--baseline", action="store_true", help="also run the bare SDK server (baseline_http_server.py)")
+    parser.add_argument(
+        "--baseline", action="store_true", help="also run the bare SDK server (baseline_http_server.py)"
+    )
     parser.add_argument("--stdio", action="store_true", help="also run agent-server over stdio (one pipe, same turns)")
     parser.add_argument("--auth", action="store_true", help="bearer tokens on every server and request")
     parser.add_argument("--no-progress", action="store_true", help="send no progress token")
