@@ -154,7 +154,9 @@ class _SharedLocks:
             if anyio.current_time() - self._checked_at < LOCK_CHECK_S / 2:
                 return True
             try:
-                with anyio.fail_after(LOCK_CHECK_TIMEOUT_S):
+                # Shielded: the turn whose watcher runs this check may end meanwhile, and a statement cancelled
+                # mid-flight makes psycopg close the connection, and so lose every other turn's lock on it.
+                with anyio.CancelScope(shield=True), anyio.fail_after(LOCK_CHECK_TIMEOUT_S):
                     await conn.execute("SELECT 1")
             except (psycopg.Error, TimeoutError) as exc:
                 logger.error("lost the connection holding turn locks (%s): stopping their turns", _reason(exc, ""))
