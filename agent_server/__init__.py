@@ -28,21 +28,23 @@ from agent_server.errors import (
 
 if TYPE_CHECKING:
     from agent_server.events import AgentEvent
-    from agent_server.runtime import AgentRuntime, ClientModel, ToolsReport, TurnHandle
+    from agent_server.runtime import AgentRuntime, ToolsReport, TurnHandle
     from agent_server.server.app import create_server
     from agent_server.settings import Settings
+    from agent_server.turn_options import ClientModel, TurnOptions
     from agent_server.types import CompactionRecord, SessionInfo, ToolSpec, TurnRecord, Usage
 
 _LAZY = {
     "AgentEvent": "agent_server.events",
     "AgentRuntime": "agent_server.runtime",
-    "ClientModel": "agent_server.runtime",
+    "ClientModel": "agent_server.turn_options",
     "CompactionRecord": "agent_server.types",
     "SessionInfo": "agent_server.types",
     "Settings": "agent_server.settings",
     "ToolSpec": "agent_server.types",
     "ToolsReport": "agent_server.runtime",
     "TurnHandle": "agent_server.runtime",
+    "TurnOptions": "agent_server.turn_options",
     "TurnRecord": "agent_server.types",
     "Usage": "agent_server.types",
     "create_server": "agent_server.server.app",
@@ -65,6 +67,7 @@ __all__ = [
     "ToolsReport",
     "TurnHandle",
     "TurnNotFound",
+    "TurnOptions",
     "TurnRecord",
     "Usage",
     "create_server",

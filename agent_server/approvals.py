@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from agent_server.presentation import Presentation
+from agent_server.types import ToolKind
 
 Choice = Literal["allow_once", "allow_session", "deny", "cancel"]
 """The user's answer: run this call; run it and every later call of the tool in this session; do not run
@@ -59,6 +60,8 @@ class ApprovalRequest:
     source: str
     """Where the tool comes from: `builtin`, `plugin` or `mcp:<server>`."""
     session_id: str
+    kind: ToolKind = "other"
+    """What the tool does (its spec's `kind`)."""
     call_id: str
     warning: str | None = None
     """Set when the call writes to a protected path the user opted in to (`tools.protected_ask`): said

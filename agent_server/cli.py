@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_server.errors import ConfigError, StoreError
+from agent_server.version import version
 
 if TYPE_CHECKING:
     import socket
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agent-server",
         description="An agent runtime served over the Model Context Protocol (JSON-RPC over stdio).",
     )
+    parser.add_argument("--version", action=_PrintVersion, nargs=0, help="print the version and exit")
     parser.add_argument(
         "--protocol",
         choices=["mcp", "acp"],
@@ -71,6 +73,13 @@ def build_view_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1; others need auth)")
     parser.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0: any free port)")
     return parser
+
+
+class _PrintVersion(argparse.Action):
+    """`--version`, looked up only when asked for (the package metadata is read from disk)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
+        parser.exit(message=f"{parser.prog} {version()}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,18 +131,19 @@ def _serve(settings: Settings, args: argparse.Namespace) -> int:
             from agent_server.acp.stdio import serve_acp
 
             anyio.run(serve_acp, settings)
-            return 0
-        from agent_server.server.run import serve_http, serve_stdio
-
-        if args.transport == "stdio":
-            anyio.run(serve_stdio, settings)
         else:
-            anyio.run(lambda: serve_http(settings, host=args.host, port=args.port))
+            from agent_server.server.run import serve_http, serve_stdio
+
+            if args.transport == "stdio":
+                anyio.run(serve_stdio, settings)
+            else:
+                anyio.run(lambda: serve_http(settings, host=args.host, port=args.port))
     except ConfigError as exc:
         sys.stderr.write(f"agent-server: {exc.message}\n")
         return EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
+    _skip_the_final_collection()
     return 0
 
 
@@ -219,6 +229,19 @@ def _bound(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def _skip_the_final_collection() -> None:
+    """Everything is unwound (turns recorded, mounts stopped, the store closed): nothing is left to do.
+
+    The interpreter's exit would still collect the garbage of the whole heap (the protocol libraries' models
+    make it large: about 0.25 s for the ACP one, more for MCP), and hosts do not wait that long (acpx sends
+    SIGTERM 100 ms after end of input). Frozen objects are left out of that collection; the process then
+    exits at once, flushing and closing as usual.
+    """
+    import gc
+
+    gc.freeze()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,7 +15,7 @@ AgentServerError                 base; `type` is the wire name in structuredCont
 ```
 
 Cancellation is never one of these: it propagates through anyio cancel scopes.
-`server/handlers.py` is the one place these become wire results.
+`doors/errors.py` is the one place these are classified for the wire (each door maps the kind to its protocol).
 
 Every error `type` on the wire (`structuredContent.error.type`, a turn record's `error.type`, an
 `error` event's `error_type`) is one of the constants below: the exceptions' and the endings of

@@ -12,7 +12,7 @@ from typing import Annotated, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from agent_server.types import CompactionRecord, ToolCall, ToolResult, TurnStatus, Usage
+from agent_server.types import CompactionRecord, ToolCall, ToolKind, ToolResult, TurnStatus, Usage
 
 
 class EventIds(TypedDict):
@@ -75,6 +75,18 @@ class ToolStartEvent(_Event):
     type: Literal["tool_start"] = "tool_start"
     tool_round: int
     call: ToolCall
+    kind: ToolKind = "other"
+    """What the tool does (its spec's `kind`), as editors draw the call."""
+
+
+class ToolRunningEvent(_Event):
+    """The call passed its approval gate (or needed none) and its tool runs now. Between its `tool_start` and
+    this the call is pending: the user may be asked to approve it."""
+
+    type: Literal["tool_running"] = "tool_running"
+    tool_round: int
+    call_id: str
+    name: str
 
 
 class ToolProgressEvent(_Event):
@@ -116,6 +128,7 @@ AgentEvent = Annotated[
     | PromptTraceEvent
     | TokenEvent
     | ToolStartEvent
+    | ToolRunningEvent
     | ToolProgressEvent
     | ToolResultEvent
     | CompactionEvent

@@ -41,6 +41,16 @@ def one_line(text: str, limit: int = 120) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+UNTITLED = "Untitled session"
+"""The title of a session made without one, until its first turn names it (`title_from` its prompt)."""
+TITLE_CHARS = 60
+
+
+def title_from(prompt: str) -> str:
+    """A session's title from a prompt: on one line, cut to `TITLE_CHARS`."""
+    return one_line(prompt, TITLE_CHARS)
+
+
 def utc_now() -> str:
     """The current time as an ISO 8601 string in UTC (millisecond precision)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -122,6 +132,11 @@ class ToolAnnotations(_Model):
     open_world: bool | None = None
 
 
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+"""What a tool does, as editors draw its calls (the ACP vocabulary): declared by each built-in tool with its spec;
+`other` for the rest (mounted servers' tools, plugins)."""
+
+
 class ToolSpec(_Model):
     """A tool the agent's model can call."""
 
@@ -131,6 +146,7 @@ class ToolSpec(_Model):
     source: str = "builtin"
     """`builtin`, `plugin`, or `mcp:<server>`."""
     annotations: ToolAnnotations = Field(default_factory=ToolAnnotations)
+    kind: ToolKind = "other"
 
 
 class DroppedTool(_Model):
@@ -349,6 +365,9 @@ class TurnRecord(_Model):
     model: str | None = None
     started_at: str
     finished_at: str | None = None
+    command: str | None = None
+    """The slash command (e.g. `tools`) a front door answered itself, without the model: the reply is
+    `final_text`, and nothing of it is in the history the model reads. None for a turn of the model."""
 
 
 class SessionInfo(_Model):

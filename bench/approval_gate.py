@@ -36,7 +36,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _jsonrpc import goal_line, goal_met, loadavg, machine, machine_lines  # noqa: E402
 
-from agent_server import AgentRuntime, Settings  # noqa: E402
+from agent_server import AgentRuntime, Settings, TurnOptions  # noqa: E402
 from agent_server.approvals import ApprovalRequest, Decision, ElicitationAnswer, ElicitationRequest  # noqa: E402
 from agent_server.testing import ScriptedLLM  # noqa: E402
 
@@ -117,7 +117,7 @@ async def _primed_session(runtime: AgentRuntime, side: str) -> str:
 
 
 async def _turn(runtime: AgentRuntime, session: str, channel: Any, check: str | None = None) -> None:
-    record = await runtime.run_turn("list it", session_id=session, approvals=channel)
+    record = await runtime.run_turn("list it", session_id=session, options=TurnOptions(approvals=channel))
     ran = record.tool_rounds and not record.tool_rounds[0].tool_results[0].is_error
     if record.status != "completed" or not ran:
         raise RuntimeError(f"the turn went wrong: {record.status} {record.tool_rounds}")

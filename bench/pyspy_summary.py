@@ -26,11 +26,11 @@ from pathlib import Path
 IDLE_LEAF = "EpollSelector.select"
 WORKER_ROOT = "Thread._bootstrap"
 OWNERS = [
-    ("run_turn request (handler and its tool task)", ("handle_run_turn", "run_tool_round")),
-    ("session_create request (untimed in the bench)", ("handle_create",)),
+    ("run_turn request (handler and its tool task)", ("run_turn (agent_server/server/turn_tools.py", "run_tool_round")),
+    ("session_create request (untimed in the bench)", ("session_create (agent_server/server/session_tools.py",)),
     ("SDK request path outside the handler (dispatch, otel, serialise)", ("_handle_request", "_on_request")),
     ("SDK stdout writer task", ("stdout_writer",)),
-    ("SDK stdin reader task (anyio.wrap_file readline)", ("stdin_reader",)),
+    ("SDK stdin reader task (over doors.stdio.LineReader)", ("stdin_reader",)),
 ]
 OTHER_OWNER = "event loop itself: callbacks, thread wake-ups, scheduling"
 HOP = "handing work to a worker thread (to_thread.run_sync: limiter, queue.put, notify)"

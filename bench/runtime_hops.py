@@ -30,7 +30,7 @@ import anyio.to_thread
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _jsonrpc import loadavg, machine, machine_lines  # noqa: E402
 
-from agent_server import AgentRuntime, Settings  # noqa: E402
+from agent_server import AgentRuntime, Settings, TurnOptions  # noqa: E402
 from agent_server.testing import ScriptedLLM  # noqa: E402
 
 TURN = [{"tool_calls": [{"name": "list_dir", "arguments": {"path": "empty"}}]}, {"content": "done"}]
@@ -49,7 +49,9 @@ async def _block(runtime: AgentRuntime, turns: int, inline: bool) -> float:
     try:
         start = time.perf_counter()
         for session_id in sessions:
-            record = await runtime.run_turn("list the empty dir", session_id=session_id, max_tool_passes=1)
+            record = await runtime.run_turn(
+                "list the empty dir", session_id=session_id, options=TurnOptions(max_tool_passes=1)
+            )
             if record.status != "completed":
                 raise RuntimeError(f"turn ended {record.status}")
         return (time.perf_counter() - start) / turns

@@ -20,6 +20,8 @@ LEAVES = {
     "presentation",
     "telemetry",
     "trace_context",
+    "version",
+    "turn_options",
 }
 ADAPTERS = {"llm", "tools", "store", "mounts"}
 # What anyone may call in an adapter package: its protocols and the mount configuration (settings validate it).
@@ -62,6 +64,65 @@ def _package_imports() -> dict[str, set[str]]:
 
 def _top(name: str) -> str:
     return name.split(".")[0]
+
+
+@functools.cache
+def _module_graph() -> dict[str, set[str]]:
+    """Each module of the package -> the modules of the package it imports, anywhere in the file (lazy and
+    `TYPE_CHECKING` imports included). `from pkg import mod` is an import of `pkg.mod`, not of `pkg`'s
+    `__init__` (which every submodule's import runs anyway: that is no dependency)."""
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    found.add(sub if sub in paths else node.module)
+        graph[module] = {name for name in found if name in paths and name != module}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for name in sorted(graph[module]):
+            if name not in index:
+                visit(name)
+                low[module] = min(low[module], low[name])
+            elif name in stack:
+                low[module] = min(low[module], index[name])
+        if low[module] == index[module]:
+            component: list[str] = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_import_cycles_are_found_lazy_ones_included() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set[str]()}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_module_of_the_package_is_part_of_an_import_cycle() -> None:
+    cycles = import_cycles(_module_graph())
+    assert not cycles, "import cycles (lazy imports count): " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
 def test_leaves_import_nothing_from_the_package() -> None:
@@ -192,6 +253,23 @@ def test_only_the_composition_root_picks_concrete_implementations() -> None:
             continue
         picked = picks(path.read_text())
         assert not picked, f"{module} picks {picked}: only the composition root {sorted(COMPOSITION_ROOT)} may"
+
+
+def test_the_doors_kit_imports_the_runtime_and_leaves_never_a_door_nor_a_protocol_library() -> None:
+    for module, imports in _package_imports().items():
+        if _top(module) != "doors":
+            continue
+        allowed = LEAVES | {"doors", "runtime", "settings"}
+        bad = {i for i in imports if _top(i) not in allowed}
+        assert not bad, f"{module} imports {bad}"
+        assert not {"mcp", "mcp_types"} & imports, f"{module} imports the MCP SDK"
+        assert "acp" not in _third_party(module), f"{module} imports the ACP library"
+
+
+def _third_party(module: str) -> set[str]:
+    path = PACKAGE.joinpath(*module.split("."))
+    file = path.with_suffix(".py") if path.with_suffix(".py").is_file() else path / "__init__.py"
+    return {name.split(".")[0] for name in _imports(file) if not name.startswith("agent_server")}
 
 
 def test_the_acp_front_door_imports_the_runtime_never_a_concrete_part_nor_the_mcp_one() -> None:

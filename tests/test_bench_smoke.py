@@ -1,6 +1,7 @@
-"""Smoke test for bench/: every script runs with tiny sizes, exits 0 and prints every figure's label.
+"""Smoke test for bench/: every script runs once with tiny sizes, exits 0 and prints every figure's label.
 
-No timing assertions: the figures themselves are for bench/README.md, not for CI.
+Each figure's script runs in one test only; `run_all.py` is checked to list every one of them (running it would
+run them all again). No timing assertions: the figures themselves are for bench/README.md, not for CI.
 """
 
 from __future__ import annotations
@@ -187,6 +188,15 @@ APPROVAL_GATE_LABELS = [
     "goal: <= 1.1x:",
     *MACHINE_LABELS,
 ]
+END_OF_INPUT_LABELS = [
+    "end of input (stdin closed) to exit",
+    "agent-server --protocol acp, exit after end of input (median):",
+    "agent-server (MCP), exit after end of input (median):",
+    "baseline (MCP), exit after end of input (median):",
+    "ratio (agent-server MCP / baseline):",
+    "goal: ACP <= 100 ms",
+    *MACHINE_LABELS,
+]
 TINY: dict[str, tuple[list[str], list[str]]] = {
     "tool_round.py": ([*ONE_ROUND, "--big", "3", "--small", "1", "--calls", "3"], TOOL_ROUND_LABELS),
     "persistence.py": ([*ONE_ROUND, "--big", "60", "--small", "10", "--batch", "3"], PERSISTENCE_LABELS),
@@ -199,6 +209,7 @@ TINY: dict[str, tuple[list[str], list[str]]] = {
     "first_turn.py": (ONE_ROUND, FIRST_TURN_LABELS),
     "approval_gate.py": (["--rounds", "1", "--warmup", "0", "--turns", "2"], APPROVAL_GATE_LABELS),
     "runtime_hops.py": (["--rounds", "1", "--turns", "2"], RUNTIME_HOPS_LABELS),
+    "end_of_input.py": ([*ONE_ROUND, "--settle", "0"], END_OF_INPUT_LABELS),
 }
 
 
@@ -225,11 +236,37 @@ def run_together(jobs: dict[str, list[str]]) -> dict[str, str]:
     return outs
 
 
-def test_run_all_prints_every_figure() -> None:
-    out = run("run_all.py", "--rounds", "1", "--warmup", "0")
-    new = [label for _, labels in TINY.values() for label in labels]
-    labels = [*SPAWN_LABELS, *IMPORTTIME_LABELS, *CODE_SIZE_LABELS, *PROVIDER_LABELS, *CACHE_LABELS]
-    assert_labels(out, ["bench run", *labels, *new])
+SMOKED_ELSEWHERE = {
+    "spawn.py",
+    "importtime.py",
+    "code_size.py",
+    "provider_overhead.py",
+    "cache_savings.py",
+    "tracing_cost.py",
+}
+"""The figures' scripts whose smoke tests are below (the others are in `TINY`)."""
+NOT_FIGURES = {
+    "run_all.py",
+    "baseline_server.py",
+    "pyspy_summary.py",
+    "mounted_result_size.py",
+    "store_turn.py",
+    "bounds.py",
+}
+"""Scripts that run_all does not run: itself, the baseline, a profile reader, two with their own smoke tests below,
+and the before/after comparisons run by hand at two commits (`bounds.py`)."""
+
+
+def test_run_all_lists_every_figures_script_with_the_rounds_asked_for() -> None:
+    listed = [line.split() for line in run("run_all.py", "--rounds", "1", "--warmup", "0", "--list").splitlines()]
+    scripts = [Path(command[1]).name for command in listed]
+    assert len(scripts) == len(set(scripts))
+    assert set(scripts) == set(TINY) | SMOKED_ELSEWHERE
+    on_disk = {p.name for p in BENCH.glob("*.py") if not p.name.startswith("_")}
+    assert on_disk - set(scripts) == NOT_FIGURES, "a new bench script needs run_all and a smoke test"
+    assert all(command[0] == sys.executable for command in listed)
+    spawn = next(command for command in listed if command[1].endswith("spawn.py"))
+    assert spawn[2:] == ["--rounds", "1", "--warmup", "0"]
 
 
 def test_the_model_api_benches_tiny_sizes() -> None:
@@ -256,21 +293,28 @@ def test_issue6_scripts_tiny_sizes() -> None:
     assert r["turns_in_measured_session_after"] == {"big": 60, "small": 10}
 
 
-def test_spawn_json() -> None:
-    r: dict[str, Any] = json.loads(run("spawn.py", "--rounds", "1", "--warmup", "0", "--json"))
+def test_spawn_text_and_json() -> None:
+    outs = run_together({"spawn.py": ONE_ROUND, "spawn.py --json": [*ONE_ROUND, "--json"]})
+    assert_labels(outs["spawn.py"], SPAWN_LABELS)
+    r: dict[str, Any] = json.loads(outs["spawn.py --json"])
     for key in ("agent_server_median_s", "baseline_median_s", "ratio", "paired_ratio_median", "loadavg_before"):
         assert key in r
     assert r["cores"]["cpu_count"] >= 1
     assert r["tools"]["baseline"] == 1 and r["tools"]["agent-server"] >= 1
 
 
-def test_importtime_import_mode_json() -> None:
-    r: dict[str, Any] = json.loads(run("importtime.py", "--mode", "import", "--rounds", "1", "--json"))
+def test_importtime_text_and_import_mode_json() -> None:
+    outs = run_together(
+        {"importtime.py": ["--rounds", "1"], "importtime.py --json": ["--mode", "import", "--rounds", "1", "--json"]}
+    )
+    assert_labels(outs["importtime.py"], IMPORTTIME_LABELS)
+    r: dict[str, Any] = json.loads(outs["importtime.py --json"])
     assert r["modules"]["agent-server"] > 0 and r["modules"]["baseline"] > 0
     assert "ratio" in r and "only_in_agent_server" in r
 
 
-def test_code_size_json() -> None:
+def test_code_size_text_and_json() -> None:
+    assert_labels(run("code_size.py"), CODE_SIZE_LABELS)
     r: dict[str, Any] = json.loads(run("code_size.py", "--json"))
     assert r["modules"]["longest"][0]["lines"] >= r["modules"]["median"]
     assert r["functions"]["longest"][0]["lines"] >= r["functions"]["p90"]
@@ -285,7 +329,7 @@ def test_mounted_result_size_prints_its_figures() -> None:
 def test_pyspy_summary_groups_samples(tmp_path: Path) -> None:
     """A tiny py-spy raw file: idle, a turn's thread hop, a turn's own frame, the stdout writer, a worker."""
     loop = "main (agent_server/cli.py:61);BaseEventLoop._run_once (asyncio/base_events.py:1922)"
-    turn = f"{loop};handle_run_turn (agent_server/server/handlers.py:101)"
+    turn = f"{loop};run_turn (agent_server/server/turn_tools.py:101)"
     lines = [
         f"{loop};EpollSelector.select (selectors.py:468) 7",
         f"{turn};AsyncIOBackend.run_sync_in_worker_thread (anyio/_backends/_asyncio.py:2779) 3",
@@ -306,7 +350,7 @@ def test_pyspy_summary_groups_samples(tmp_path: Path) -> None:
             "3  75.0% of run_turn  handing work to a worker thread",
             "1  25.0% of run_turn  own frames",
             "5 100.0% of worker  idle: waiting for work",
-            "4 100.0% of run_turn  handle_run_turn (agent_server/server/handlers.py)",
+            "4 100.0% of run_turn  run_turn (agent_server/server/turn_tools.py)",
         ],
     )
 

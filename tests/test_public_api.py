@@ -25,6 +25,7 @@ def test_all_is_exactly_the_public_surface() -> None:
         "ToolsReport",
         "TurnHandle",
         "TurnNotFound",
+        "TurnOptions",
         "TurnRecord",
         "Usage",
         "create_server",

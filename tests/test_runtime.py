@@ -9,8 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from agent_server import AgentEvent, AgentRuntime, InvalidArgument, SessionNotFound, Settings
+from agent_server import AgentEvent, AgentRuntime, InvalidArgument, SessionNotFound, Settings, TurnOptions
 from agent_server.testing import ScriptedLLM
+from agent_server.tools.builtin import SPECS as READ_TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +68,7 @@ async def test_sessions_compact_and_errors_through_the_embedded_runtime(tmp_path
     assert made.active is True
     assert record.summary == "SUMMARY" and record.compacted_message_count == 3
     assert [t.status for t in turns] == ["completed", "completed"]
-    assert {t.name for t in report.tools} == {"read_file", "list_dir", "search_text"}
+    assert {t.name for t in report.tools} == set(READ_TOOLS)
 
 
 def test_a_runtime_without_mounts_never_loads_the_mount_machinery(tmp_path: Path) -> None:
@@ -141,7 +142,7 @@ async def test_run_turn_asks_the_channel_it_is_given(tmp_path: Path) -> None:
     channel = Deny()
     with anyio.fail_after(10):
         async with AgentRuntime(settings, llm=llm) as runtime:
-            record = await runtime.run_turn("What does notes.txt say?", approvals=channel)
+            record = await runtime.run_turn("What does notes.txt say?", options=TurnOptions(approvals=channel))
     assert record.status == "completed", record
     assert [(a.tool, a.channel, a.decision) for a in record.approvals] == [("read_file", "program", "deny")]
     assert [(r.tool, r.session_id) for r in channel.asked] == [("read_file", record.session_id)]
@@ -187,3 +188,23 @@ async def test_a_background_turn_is_stored_before_start_turn_returns_even_when_i
     assert "before it began" in cancelled.error.message
     assert after == cancelled
     assert sorted(t.status for t in turns) == ["cancelled", "cancelled"]
+
+
+async def test_a_view_in_its_own_workspace_runs_its_turns_there(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "only-here.txt").write_text("in the project")
+    settings = Settings(workspace=tmp_path / "ws", state_dir=tmp_path / "state")
+    (tmp_path / "ws").mkdir()
+    script = [{"tool_calls": [{"name": "read_file", "arguments": {"path": "only-here.txt"}}]}, {"content": "ok"}]
+    with anyio.fail_after(10):
+        async with (
+            AgentRuntime(settings, llm=ScriptedLLM(script)) as runtime,
+            runtime.in_workspace(project) as in_project,
+        ):
+            record = await in_project.run_turn("Read it", options=TurnOptions(max_tool_passes=1))
+            assert in_project.workspace == project.resolve() and runtime.workspace == (tmp_path / "ws").resolve()
+            listed = {t.name for t in (await in_project.agent_tools()).tools}
+    ((result,),) = [r.tool_results for r in record.tool_rounds]
+    assert not result.is_error and result.text() == "in the project"
+    assert "read_file" in listed

@@ -19,5 +19,5 @@ def test_event_schema_covers_every_event_kind() -> None:
 
     schema = json.loads((SCHEMAS / "event.json").read_text())
     kinds = set(schema["discriminator"]["mapping"])
-    expected = {"turn", "status", "prompt_trace", "token", "tool_start", "tool_progress", "tool_result"}
+    expected = {"turn", "status", "prompt_trace", "token", "tool_start", "tool_running", "tool_progress", "tool_result"}
     assert kinds == expected | {"compaction", "error", "done"}

@@ -2,7 +2,7 @@
 
 Each session this connection opened (`session/new`, `load`, `resume`, `fork`) is an `OpenSession`:
 its workspace (the request's `cwd`) and the MCP servers the client gave, held by a task in the
-server's task group (`runtime.session_tools`), stopped by `session/close` or when the process exits.
+server's task group (`runtime.in_workspace`), stopped by `session/close` or when the process exits.
 A prompt needs its session open here (ACP: load or resume it first). Sessions are the runtime's
 stored sessions, the same ones the MCP front door serves; a session's `cwd` is kept in its metadata
 (`workspace`) for `session/list`; sessions made over MCP report the configured workspace.
@@ -13,11 +13,10 @@ session's running prompts, so the turn is recorded `cancelled` and the prompt an
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -42,24 +41,30 @@ from acp.schema import (
     SessionListCapabilities,
     SessionResumeCapabilities,
     StopReason,
-    Usage,
 )
 from acp.schema import SessionInfo as AcpSessionInfo
 
 from agent_server.acp.commands import AVAILABLE, CommandContext, parse_command
-from agent_server.acp.errors import INVALID_PARAMS, record_summary, turn_error, wire_errors
+from agent_server.acp.errors import INVALID_PARAMS, turn_error, wire_errors
 from agent_server.acp.mcp_servers import ClientMcpServer, mount_configs
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import PromptBlock, prompt_text
-from agent_server.acp.updates import TurnUpdates, Update, commands_update, replay
+from agent_server.acp.updates import Update, commands_update, prompt_usage, replay, turn_updates, update_for
+from agent_server.doors.records import turn_json
+from agent_server.doors.show import Said
+from agent_server.doors.transcript import load_transcript
 from agent_server.errors import InvalidArgument
 from agent_server.mounts.config import MountConfig
-from agent_server.runtime import AgentRuntime, SessionTools
+from agent_server.runtime import AgentRuntime
 from agent_server.trace_context import TraceContext
+from agent_server.turn_options import TurnChoices, TurnOptions
 from agent_server.types import SessionInfo, TurnRecord
+from agent_server.version import NAME, version
 
 logger = logging.getLogger(__name__)
 
+META_KEY = "agent_server"
+"""The `_meta` key of what this agent adds: a prompt's `options`, an answer's `turn`."""
 WORKSPACE_KEY = "workspace"
 """The session metadata key that keeps an ACP session's `cwd`."""
 LIST_PAGE = 50
@@ -75,7 +80,8 @@ STOP_REASONS: dict[str, StopReason] = {
 @dataclass
 class OpenSession:
     session_id: str
-    tools: SessionTools
+    runtime: AgentRuntime
+    """The runtime in this session's workspace, with its MCP servers (`AgentRuntime.in_workspace`)."""
     closed: anyio.Event
     approvals: AcpApprovalChannel
     turns: set[anyio.CancelScope] = field(default_factory=set[anyio.CancelScope])
@@ -124,7 +130,7 @@ class AcpAgent:
                 fork=SessionForkCapabilities(),
             ),
         )
-        info = Implementation(name="agent-server", title="agent-server", version=_version())
+        info = Implementation(name=NAME, title=NAME, version=version())
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION), agent_capabilities=capabilities, agent_info=info
         )
@@ -138,17 +144,17 @@ class AcpAgent:
         mcp_servers: list[ClientMcpServer] | None = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
-        with wire_errors():
+        with wire_errors("session/new"):
             workspace, configs = _workspace_and_mounts(cwd, mcp_servers)
-            tools, closed = await self._tg.start(self._hold_tools, workspace, configs)
+            runtime, closed = await self._tg.start(self._hold_tools, workspace, configs)
             try:
                 info = await self._runtime.create_session(
-                    metadata={WORKSPACE_KEY: str(tools.workspace)}, connection=None
+                    metadata={WORKSPACE_KEY: str(runtime.workspace)}, connection=None
                 )
             except BaseException:
                 closed.set()
                 raise
-            self._register(info.session_id, tools, closed)
+            self._register(info.session_id, runtime, closed)
             return NewSessionResponse(session_id=info.session_id)
 
     async def load_session(
@@ -159,9 +165,9 @@ class AcpAgent:
         additional_directories: list[str] | None = None,
         **kwargs: Any,
     ) -> LoadSessionResponse:
-        with wire_errors():
+        with wire_errors("session/load"):
             await self._reopen(session_id, cwd, mcp_servers)
-            for update in replay(await self._runtime.history(session_id)):
+            for update in replay(await load_transcript(self._opened(session_id).runtime, session_id)):
                 await self._send(session_id, update)
             return LoadSessionResponse()
 
@@ -173,7 +179,7 @@ class AcpAgent:
         mcp_servers: list[ClientMcpServer] | None = None,
         **kwargs: Any,
     ) -> ResumeSessionResponse:
-        with wire_errors():
+        with wire_errors("session/resume"):
             await self._reopen(session_id, cwd, mcp_servers)
             return ResumeSessionResponse()
 
@@ -185,7 +191,7 @@ class AcpAgent:
         mcp_servers: list[ClientMcpServer] | None = None,
         **kwargs: Any,
     ) -> ForkSessionResponse:
-        with wire_errors():
+        with wire_errors("session/fork"):
             fork = await self._runtime.fork_session(session_id)
             await self._reopen(fork.session_id, cwd, mcp_servers)
             return ForkSessionResponse(session_id=fork.session_id)
@@ -193,7 +199,7 @@ class AcpAgent:
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
     ) -> ListSessionsResponse:
-        with wire_errors():
+        with wire_errors("session/list"):
             sessions, next_cursor = await self._runtime.list_sessions(cursor=cursor, limit=LIST_PAGE, connection=None)
             listed = [self._listed(s) for s in sessions]
             if cwd is not None:
@@ -201,7 +207,7 @@ class AcpAgent:
             return ListSessionsResponse(sessions=listed, next_cursor=next_cursor)
 
     async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
-        with wire_errors():
+        with wire_errors("session/close"):
             session = self._open.pop(session_id, None)
             if session is None:
                 await self._runtime.get_session(session_id, connection=None)  # unknown: not found
@@ -213,15 +219,15 @@ class AcpAgent:
         """Open a stored session here with this workspace and these servers (closing it first if open)."""
         await self._runtime.get_session(session_id, connection=None)
         workspace, configs = _workspace_and_mounts(cwd, mcp_servers)
-        tools, closed = await self._tg.start(self._hold_tools, workspace, configs)
+        runtime, closed = await self._tg.start(self._hold_tools, workspace, configs)
         previous = self._open.pop(session_id, None)
         if previous is not None:
             previous.close()
-        self._register(session_id, tools, closed)
+        self._register(session_id, runtime, closed)
 
-    def _register(self, session_id: str, tools: SessionTools, closed: anyio.Event) -> None:
+    def _register(self, session_id: str, runtime: AgentRuntime, closed: anyio.Event) -> None:
         approvals = AcpApprovalChannel(self.client, session_id)
-        self._open[session_id] = OpenSession(session_id, tools, closed, approvals)
+        self._open[session_id] = OpenSession(session_id, runtime, closed, approvals)
         # After the response that names the session: a task of its own, started once this handler returns.
         self._tg.start_soon(self._announce_commands, session_id)
 
@@ -236,12 +242,12 @@ class AcpAgent:
         workspace: Path,
         configs: list[MountConfig],
         *,
-        task_status: anyio.abc.TaskStatus[tuple[SessionTools, anyio.Event]],
+        task_status: anyio.abc.TaskStatus[tuple[AgentRuntime, anyio.Event]],
     ) -> None:
         """Own one session's tools (its mounts' task group) until the session closes or the server stops."""
-        async with self._runtime.session_tools(workspace, configs) as tools:
+        async with self._runtime.in_workspace(workspace, configs) as runtime:
             closed = anyio.Event()
-            task_status.started((tools, closed))
+            task_status.started((runtime, closed))
             await closed.wait()
 
     def _listed(self, session: SessionInfo) -> AcpSessionInfo:
@@ -254,20 +260,25 @@ class AcpAgent:
     # --- prompts ------------------------------------------------------------------------------
 
     async def prompt(self, prompt: list[PromptBlock], session_id: str, **kwargs: Any) -> PromptResponse:
-        with wire_errors():
+        """A prompt's `_meta.agent_server.options` holds the turn's choices (`TurnChoices`: the tool-pass limit,
+        the timeout, the trace mode, the model, the tool allow-list), checked as MCP checks `run_turn`'s."""
+        with wire_errors("session/prompt"):
             session = self._opened(session_id)
+            choices = _choices(kwargs.get(META_KEY))
             text = prompt_text(prompt)
             command = parse_command(text)
             if command is not None:
-                handler, args = command
-                reply = await handler(CommandContext(self._runtime, session_id, session.tools), args)
-                await self._send(session_id, _message(reply))
+                reply = await command.handler(CommandContext(session.runtime, session_id), command.args)
+                await self._send(session_id, update_for(Said("agent", reply)))
+                await self._runtime.record_command(session_id, command=command.name, prompt=text, reply=reply)
                 return PromptResponse(stop_reason="end_turn")
-            return await self._turn(session, text, TraceContext.from_meta(kwargs))  # `_meta` arrives as kwargs
+            trace_context = TraceContext.from_meta(kwargs)  # `_meta` arrives as kwargs
+            options = TurnOptions.of(choices, approvals=session.approvals, trace_context=trace_context)
+            return await self._turn(session, text, options)
 
-    async def _turn(self, session: OpenSession, text: str, trace_context: TraceContext | None) -> PromptResponse:
+    async def _turn(self, session: OpenSession, text: str, options: TurnOptions) -> PromptResponse:
         settings = self._runtime.settings
-        updates = TurnUpdates(
+        updates = turn_updates(
             lambda update: self._send(session.session_id, update),
             flush_interval=settings.token_flush_interval_s,
             context_window=settings.context_window,
@@ -276,22 +287,16 @@ class AcpAgent:
         with anyio.CancelScope() as scope:
             session.turns.add(scope)
             try:
-                record = await self._runtime.run_turn(
-                    text,
-                    session_id=session.session_id,
-                    connection=None,
-                    on_event=updates,
-                    session_tools=session.tools,
-                    approvals=session.approvals,
-                    trace_context=trace_context,
+                record = await session.runtime.run_turn(
+                    text, session_id=session.session_id, connection=None, on_event=updates, options=options
                 )
             finally:
                 session.turns.discard(scope)
-        await updates.flush()
-        if record is None:  # cancelled: the turn wrote its record before the cancellation reached here
-            if updates.turn_id is None:  # cancelled before the turn began
-                return PromptResponse(stop_reason="cancelled")
+        if record is None and updates.turn_id is not None:  # cancelled: its record was written before it stopped
             record = await self._runtime.get_turn(session.session_id, updates.turn_id)
+        await updates.end("cancelled" if record is None else record.status)
+        if record is None:  # cancelled before the turn began
+            return PromptResponse(stop_reason="cancelled")
         return _response(record)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -324,22 +329,26 @@ def _response(record: TurnRecord) -> PromptResponse:
     stop = STOP_REASONS.get(record.status)
     if stop is None:
         raise turn_error(record)
-    usage = record.usage
     return PromptResponse(
         stop_reason=stop,
-        usage=Usage(
-            total_tokens=usage.total_tokens or 0,
-            input_tokens=usage.prompt_tokens or 0,
-            output_tokens=usage.completion_tokens or 0,
-        ),
-        field_meta={"agent_server": {"turn": record_summary(record)}},
+        usage=prompt_usage(record.usage),
+        field_meta={META_KEY: {"turn": turn_json(record)}},
     )
 
 
-def _message(text: str) -> Update:
-    from acp.helpers import update_agent_message_text
+def _choices(meta: object) -> TurnChoices:
+    """The turn's choices from a prompt's `_meta.agent_server` (none: the defaults).
 
-    return update_agent_message_text(text)
+    Raises:
+        ValidationError: `options` holds an unknown or invalid choice.
+        InvalidArgument: `_meta.agent_server` or its `options` is no object.
+    """
+    if meta is None:
+        return TurnChoices()
+    options: object = cast(dict[str, object], meta).get("options", {}) if isinstance(meta, dict) else None
+    if not isinstance(options, dict):
+        raise InvalidArgument(f"_meta.{META_KEY}.options must be an object of turn options")
+    return TurnChoices.model_validate(options)
 
 
 def _workspace_and_mounts(cwd: str, servers: list[ClientMcpServer] | None) -> tuple[Path, list[MountConfig]]:
@@ -347,16 +356,9 @@ def _workspace_and_mounts(cwd: str, servers: list[ClientMcpServer] | None) -> tu
 
     Raises:
         InvalidArgument: `cwd` is not absolute, or a server is not valid (the directory itself is
-            checked by `runtime.session_tools`).
+            checked by `runtime.in_workspace`).
     """
     workspace = Path(cwd)
     if not workspace.is_absolute():
         raise InvalidArgument(f"cwd {cwd!r} is not an absolute path")
     return workspace, mount_configs(servers, workspace)
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("agent-server")
-    except importlib.metadata.PackageNotFoundError:
-        return "0"

@@ -1,7 +1,9 @@
 """The slash commands an ACP session offers (`available_commands_update`), run without the model.
 
 A prompt whose text starts with `/compact`, `/fork`, `/sessions` or `/tools` runs that command and
-answers with one agent message; any other prompt (including another `/word`) goes to the model.
+answers with one agent message; any other prompt (including another `/word`) goes to the model. The
+exchange is stored as a turn of the session (`AgentRuntime.record_command`: listed, replayed by
+`session/load`, never read by the model).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 
 from acp.schema import AvailableCommand, AvailableCommandInput, UnstructuredCommandInput
 
-from agent_server.runtime import AgentRuntime, SessionTools
+from agent_server.runtime import AgentRuntime
 
 SESSIONS_SHOWN = 20
 
@@ -19,8 +21,8 @@ SESSIONS_SHOWN = 20
 @dataclass(frozen=True)
 class CommandContext:
     runtime: AgentRuntime
+    """The runtime in the session's workspace (`AgentRuntime.in_workspace`)."""
     session_id: str
-    tools: SessionTools
 
 
 Handler = Callable[[CommandContext, str], Awaitable[str]]
@@ -55,7 +57,7 @@ async def _sessions(ctx: CommandContext, _args: str) -> str:
 
 
 async def _tools(ctx: CommandContext, _args: str) -> str:
-    report = await ctx.runtime.agent_tools(session_tools=ctx.tools)
+    report = await ctx.runtime.agent_tools()
     lines = [f"- {t.name} ({t.source}): {t.description.splitlines()[0] if t.description else ''}" for t in report.tools]
     lines += [
         f"server {s['name']} ({s['transport']}): {s['state']}" + (f": {s['error']}" if s["error"] else "")
@@ -87,10 +89,17 @@ COMMANDS: dict[str, tuple[AvailableCommand, Handler]] = {
 AVAILABLE = [command for command, _ in COMMANDS.values()]
 
 
-def parse_command(text: str) -> tuple[Handler, str] | None:
+@dataclass(frozen=True)
+class ParsedCommand:
+    name: str
+    handler: Handler
+    args: str
+
+
+def parse_command(text: str) -> ParsedCommand | None:
     """The command a prompt runs and its argument text, or None when the prompt is for the model."""
     if not text.startswith("/"):
         return None
     name, *rest = text[1:].split(None, 1) or [""]
     entry = COMMANDS.get(name)
-    return None if entry is None else (entry[1], rest[0].strip() if rest else "")
+    return None if entry is None else ParsedCommand(name, entry[1], rest[0].strip() if rest else "")

@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 from acp.schema import AllowedOutcome, PermissionOption, RequestPermissionResponse, ToolCallUpdate
 
-from agent_server.acp.updates import tool_kind
 from agent_server.approvals import DECLINED, ApprovalRequest, Choice, Decision, ElicitationAnswer, ElicitationRequest
 
 CHOICES: dict[str, Choice] = {
@@ -63,7 +62,7 @@ class AcpApprovalChannel:
 
 
 def permission_tool_call(request: ApprovalRequest) -> ToolCallUpdate:
-    """The tool call the permission is asked for: its title stays the tool call's (`updates.tool_call_start`:
+    """The tool call the permission is asked for: its title stays the tool call's (`updates.update_for`:
     the tool's name), and the question, with the whole call as `ApprovalRequest.message` shows it (or the
     cut and how much it hides), is its content; `rawInput` is the masked, bounded arguments."""
     from acp.helpers import text_block, tool_content, update_tool_call
@@ -71,7 +70,7 @@ def permission_tool_call(request: ApprovalRequest) -> ToolCallUpdate:
     return update_tool_call(
         request.call_id,
         title=request.tool,
-        kind=tool_kind(request.tool),
+        kind=request.kind,
         status="pending",
         content=[tool_content(text_block(request.message))],
         raw_input=request.arguments,

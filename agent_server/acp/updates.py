@@ -1,19 +1,17 @@
-"""Turn events -> ACP `session/update` notifications, and a stored history replayed as updates.
+"""What a client is shown (`doors.show`) as ACP `session/update` notifications: live turns and replays alike.
 
-DESIGN 3.9: model text becomes `agent_message_chunk` (token deltas coalesced: buffered and sent at most
-every `flush_interval` seconds, and always before the next other update); a tool call becomes
-`tool_call` (`in_progress`, a `kind`, the arguments as `rawInput`); its result becomes
-`tool_call_update` (`completed` or `failed`, the result as content); the end of a turn becomes
-`usage_update` (the turn's tokens against the context window, with its cost where known).
-The other events (status, prompt trace, progress, compaction, errors) have no ACP update: the
-turn's record carries them.
+DESIGN 3.9: model text becomes `agent_message_chunk` (coalesced by `doors.stream`); a tool call becomes
+`tool_call` (`pending`, a `kind`, the arguments as `rawInput`), then `tool_call_update` `in_progress` once it
+runs (past its approval, when it was asked), then `tool_call_update` `completed` or `failed` with the result as
+content (`failed` too for a call its turn left unfinished); the end of a turn becomes `usage_update` (the
+turn's tokens against the context window, with its cost where known). The other events (status, prompt
+trace, progress, compaction, errors) have no ACP update: the turn's record carries them. `session/load`
+replays `doors.transcript` through the same mapping.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from acp.helpers import (
     start_tool_call,
@@ -34,43 +32,66 @@ from acp.schema import (
     TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
-    ToolKind,
     UsageUpdate,
     UserMessageChunk,
 )
+from acp.schema import Usage as AcpUsage
 
-from agent_server.events import AgentEvent, DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
-from agent_server.types import ContentPart, ImagePart, SessionHistory, TextPart, ToolCall, ToolResult, Usage
+from agent_server.doors.show import CallAnnounced, CallEnded, CallRunning, Said, Shown, TurnUsage, shown, unfinished
+from agent_server.doors.stream import EventStream
+from agent_server.events import AgentEvent, TokenEvent
+from agent_server.types import ContentPart, ImagePart, Usage
 
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress | UsageUpdate | AvailableCommandsUpdate
 SendUpdate = Callable[[Update], Awaitable[None]]
 
-TOOL_KINDS: dict[str, ToolKind] = {
-    "read_file": "read",
-    "list_dir": "read",
-    "search_text": "search",
-    "write_file": "edit",
-    "edit_file": "edit",
-    "run_command": "execute",
-}
-"""The ACP kind of each built-in tool; every other tool (mounted, plugins) is `other`."""
-
-SUMMARY_HEADER = "Summary of the earlier conversation:\n\n"
+DETAIL_COUNTS = {"cache_read_tokens", "cache_write_tokens", "reasoning_tokens"}
+"""The record's usage counts that `usage_update` carries in its `_meta`."""
 
 
-def tool_kind(name: str) -> ToolKind:
-    return TOOL_KINDS.get(name, "other")
+class AcpShows:
+    """`doors.stream.Shows` for ACP: each event's update (see the module docstring)."""
+
+    def __init__(self, *, context_window: int) -> None:
+        self._context_window = context_window
+
+    def event(self, event: AgentEvent) -> Update | None:
+        item = shown(event)
+        return None if item is None else update_for(item, context_window=self._context_window)
+
+    def text(self, token: TokenEvent) -> Update:
+        return update_agent_message_text(token.delta)
+
+    def unfinished(self, call_id: str, status: str) -> Update | None:
+        return update_for(unfinished(call_id, status))
 
 
-def tool_call_start(call: ToolCall) -> ToolCallStart:
-    return start_tool_call(
-        call.id, call.name, kind=tool_kind(call.name), status="in_progress", raw_input=call.arguments
-    )
+def turn_updates(send: SendUpdate, *, flush_interval: float, context_window: int) -> EventStream[Update]:
+    """The `EventSink` of one prompt's turn, sending its updates."""
+    return EventStream(AcpShows(context_window=context_window), send, flush_interval=flush_interval)
 
 
-def tool_call_done(result: ToolResult) -> ToolCallProgress:
-    status = "failed" if result.is_error else "completed"
-    return update_tool_call(result.call_id, status=status, content=tool_result_content(result.content))
+def update_for(item: Shown, *, context_window: int = 0) -> Update:
+    """The update that shows `item` (`context_window`: the size a `usage_update` reports)."""
+    match item:
+        case Said(role="user", text=text):
+            return update_user_message_text(text)
+        case Said(text=text):
+            return update_agent_message_text(text)
+        case CallAnnounced(call=call, kind=kind):  # the tool's own kind (`ToolSpec.kind`): ACP's vocabulary
+            return start_tool_call(call.id, call.name, kind=kind, status="pending", raw_input=call.arguments)
+        case CallRunning(call_id=call_id):
+            return update_tool_call(call_id, status="in_progress")
+        case CallEnded(call_id=call_id, failed=failed, content=content):
+            status = "failed" if failed else "completed"
+            return update_tool_call(call_id, status=status, content=tool_result_content(content))
+        case TurnUsage(usage=usage):
+            return usage_update(usage, context_window)
+
+
+def replay(items: Iterable[Shown]) -> list[Update]:
+    """A stored session's transcript (`doors.transcript`) as updates, drawn as its turns were live."""
+    return [update_for(item) for item in items]
 
 
 def tool_result_content(parts: Sequence[ContentPart]) -> list[ContentToolCallContent]:
@@ -84,73 +105,25 @@ def _block(part: ContentPart) -> ImageContentBlock | TextContentBlock:
 
 
 def usage_update(usage: Usage, context_window: int) -> UsageUpdate:
+    """The turn's tokens against the context window, its cost where known; the schema has no place for the cache
+    and reasoning counts in this update, so they ride in its `_meta` (the prompt's `usage` has them in place)."""
     cost = None if usage.cost_usd is None else Cost(amount=usage.cost_usd, currency="USD")
-    return UsageUpdate(session_update="usage_update", used=usage.total_tokens or 0, size=context_window, cost=cost)
+    used = usage.total_tokens or 0
+    meta = {"agent_server": {"usage": usage.model_dump(include=DETAIL_COUNTS)}}
+    return UsageUpdate(session_update="usage_update", used=used, size=context_window, cost=cost, field_meta=meta)
+
+
+def prompt_usage(usage: Usage) -> AcpUsage:
+    """A turn's usage as a prompt's answer carries it (ACP `Usage`: the cache and reasoning counts have a place)."""
+    return AcpUsage(
+        total_tokens=usage.total_tokens or 0,
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        cached_read_tokens=usage.cache_read_tokens,
+        cached_write_tokens=usage.cache_write_tokens,
+        thought_tokens=usage.reasoning_tokens,
+    )
 
 
 def commands_update(commands: Sequence[AvailableCommand]) -> AvailableCommandsUpdate:
     return update_available_commands(list(commands))
-
-
-class TurnUpdates:
-    """An `EventSink` for one turn that sends its events as updates; see the module docstring.
-
-    Remembers the turn's id (from its first event), so that a cancelled turn's record can be read back.
-    """
-
-    def __init__(self, send: SendUpdate, *, flush_interval: float, context_window: int) -> None:
-        self._send = send
-        self._flush_interval = flush_interval
-        self._context_window = context_window
-        self._pending: list[str] = []
-        self._last_flush = -math.inf  # never flushed: the first delta goes at once, whatever the clock reads
-        self.turn_id: str | None = None
-
-    async def __call__(self, event: AgentEvent) -> None:
-        if isinstance(event, TurnEvent):
-            self.turn_id = event.turn_id
-        if isinstance(event, TokenEvent):
-            self._pending.append(event.delta)
-            if time.monotonic() - self._last_flush >= self._flush_interval:
-                await self.flush()
-            return
-        update = _update_for(event, self._context_window)
-        if update is not None:
-            await self.flush()
-            await self._send(update)
-
-    async def flush(self) -> None:
-        """Send the text buffered so far, as one chunk."""
-        self._last_flush = time.monotonic()
-        if not self._pending:
-            return
-        text, self._pending = "".join(self._pending), []
-        await self._send(update_agent_message_text(text))
-
-
-def _update_for(event: AgentEvent, context_window: int) -> Update | None:
-    if isinstance(event, ToolStartEvent):
-        return tool_call_start(event.call)
-    if isinstance(event, ToolResultEvent):
-        return tool_call_done(event.result)
-    if isinstance(event, DoneEvent):
-        return usage_update(event.usage, context_window)
-    return None
-
-
-def replay(history: SessionHistory) -> Iterator[Update]:
-    """The session's live history as the updates a client shows: the compaction summary first, then
-    each message (user text, agent text, each tool call and its result)."""
-    if history.summary:
-        yield update_agent_message_text(SUMMARY_HEADER + history.summary)
-    for stored in history.messages:
-        message = stored.message
-        if message.role == "user":
-            yield update_user_message_text(message.text())
-        elif message.role == "assistant":
-            if message.text():
-                yield update_agent_message_text(message.text())
-            yield from (tool_call_start(call) for call in message.tool_calls)
-        elif message.role == "tool" and message.tool_call_id is not None:
-            parts = [TextPart(text=message.content)] if isinstance(message.content, str) else message.content
-            yield update_tool_call(message.tool_call_id, status="completed", content=tool_result_content(parts))

@@ -1,4 +1,4 @@
-"""`NdjsonWire`: the ACP library's message transport over the client's stdin and the wire, with every line checked.
+"""`NdjsonWire`: the ACP library's message transport over the guarded stdio (`doors.stdio`), every line checked.
 
 The library's own stdio transport hands each parsed line to its connection as a message, whatever it is: a
 line that is valid JSON but not an object (`[1,2,3]`, `5`, `null`) or whose `id` cannot key a dictionary
@@ -6,8 +6,8 @@ line that is valid JSON but not an object (`[1,2,3]`, `5`, `null`) or whose `id`
 that editor). It also assembles a line longer than its reader's limit chunk by chunk without end. This
 transport stands in for it (the library takes any `Transport`):
 
-- lines are split in linear time and bounded (`MAX_LINE_BYTES`, as on the MCP door, `agent_server/lines.py`):
-  past the limit the connection ends as at end of input (logged), since the stream cannot resynchronise;
+- lines come from `doors.stdio.LineReader`, bounded (`MAX_LINE_BYTES`, as on the MCP door): past the limit the
+  connection ends as at end of input (logged), since the stream cannot resynchronise;
 - a line that is not JSON is answered with a JSON-RPC parse error (-32700), and one that is JSON but not a
   request, notification or response the connection can route is answered with an invalid request (-32600),
   both with `id: null` as JSON-RPC 2.0 says; then the next line is read. ACP has no batches: an array is an
@@ -17,46 +17,30 @@ transport stands in for it (the library takes any `Transport`):
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections import deque
-from typing import Any
-
-import anyio
-
-from agent_server.lines import MAX_LINE_BYTES, LineAssembler, LineTooLong
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 
-_CHUNK = 256 * 1024
-
 
 class NdjsonWire:
     """One JSON-RPC message per line each way (the library's `Transport` protocol: `send`, `receive`, `close`)."""
 
-    def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, max_line_bytes: int = MAX_LINE_BYTES
-    ) -> None:
+    def __init__(self, reader: AsyncIterator[str], writer: MessageWriter) -> None:
         self._reader = reader
         self._writer = writer
-        self._assembler = LineAssembler(max_line_bytes, writer="the client")
-        self._lines: deque[bytes] = deque()
-        self._ended = False
-        self._sending = anyio.Lock()
 
     async def send(self, message: dict[str, Any]) -> None:
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
-        async with self._sending:
-            self._writer.write(data)
-            await self._writer.drain()
+        await self._writer.write(json.dumps(message, separators=(",", ":")) + "\n")
 
     async def receive(self) -> dict[str, Any] | None:
         """The next message the connection can route, answering the lines that are none; None at end of input."""
-        while (line := await self._next_line()) is not None:
+        async for line in self._reader:
             message, error = parse_message(line)
             if message is not None:
                 return message
@@ -66,30 +50,16 @@ class NdjsonWire:
         return None
 
     async def close(self) -> None:
-        """Nothing to release: the wire's descriptors belong to the caller (`acp.stdio._wire`)."""
-
-    async def _next_line(self) -> bytes | None:
-        while not self._lines:
-            if self._ended:
-                return None
-            await self._fill()
-        return self._lines.popleft()
-
-    async def _fill(self) -> None:
-        chunk = await self._reader.read(_CHUNK)
-        if not chunk:  # a last line without its newline is still a message
-            self._ended = True
-            self._lines.append(self._assembler.rest())
-            return
-        try:
-            self._lines.extend(self._assembler.feed(chunk))
-        except LineTooLong as exc:
-            logger.error("a client message is too long: %s; closing the connection", exc)
-            self._ended = True
-            self._lines.extend(exc.complete)
+        """Nothing to release: the wire's descriptors belong to `doors.stdio.claim_stdio`."""
 
 
-def parse_message(line: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+class MessageWriter(Protocol):
+    async def write(self, text: str) -> None:
+        """Write `text` whole (messages from concurrent senders never interleave)."""
+        ...
+
+
+def parse_message(line: str | bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The message on `line`, or the JSON-RPC error object that answers it (neither for a blank line)."""
     if not line.strip():
         return None, None

@@ -131,6 +131,7 @@ def approval_request(
         shown=shown,
         source=spec.source,
         session_id=session_id,
+        kind=spec.kind,
         call_id=call.id,
         warning=warning,
     )

@@ -7,16 +7,16 @@ sink; `server/app.py` decides which implementations stand behind them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from agent_server.approvals import ApprovalChannel
 from agent_server.events import EventSink
 from agent_server.llm.base import LLMClient
 from agent_server.settings import Settings
 from agent_server.store.base import SessionStore
 from agent_server.telemetry import NO_TELEMETRY, Telemetry
 from agent_server.tools.base import Toolset
-from agent_server.types import TraceMode, TurnRecord
+from agent_server.turn_options import TurnOptions
+from agent_server.types import TurnRecord
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,19 +33,19 @@ class AgentDeps:
 class TurnRequest:
     prompt: str
     session_id: str
+    options: TurnOptions = field(default_factory=TurnOptions)
+    """The caller's choices and what its door lends the turn, as the door passed them."""
     trace_id: str
+    """`options.trace_id`, or a new one."""
     max_tool_passes: int
+    """`options.max_tool_passes`, or the settings' default."""
     timeout_s: float | None = None
-    """The caller's limit, for messages; `deadline` enforces it."""
+    """`options.timeout_s`, or the settings' default: for messages; `deadline` enforces it."""
     deadline: float | None = None
     """When the turn must end, on anyio's clock: the call's arrival plus `timeout_s`, so that time
     spent waiting for mounts and for an earlier turn of the session counts too."""
-    trace: TraceMode = "standard"
-    model: str | None = None
     notes: tuple[str, ...] = ()
     """Runtime facts the model must know this turn (e.g. tool servers that are unavailable)."""
-    approvals: ApprovalChannel | None = None
-    """How this turn asks its user to approve a tool call; None: nobody can be asked (`approvals.headless`)."""
     turn_id: str | None = None
     """The turn's id when the caller chose it already (a background turn is known before it begins)."""
     begun: bool = False

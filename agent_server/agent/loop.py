@@ -125,7 +125,7 @@ async def drive(
         settings=deps.settings,
         store=deps.store,
         session_id=request.session_id,
-        channel=request.approvals,
+        channel=request.options.approvals,
         specs=deps.tools.list_tools,
         known={spec.name: spec for spec in tools},
         on_record=functools.partial(_record_approval, state, deps.telemetry),
@@ -207,7 +207,7 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
         )
     await run.status("sampling", f"sampling (round {run.tool_round + 1})")
     request = ModelRequest(
-        messages=run.messages, tools=run.tools, model=run.request.model, session_id=run.state.record.session_id
+        messages=run.messages, tools=run.tools, model=run.request.options.model, session_id=run.state.record.session_id
     )
 
     async def on_text(delta: str) -> None:
@@ -231,7 +231,7 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
 async def _record_response(run: _Run, response: ModelResponse, duration_s: float) -> ModelResponse:
     """The response with its arguments' nesting bounded, added to the record (with how long the call took)."""
     response = response.model_copy(update={"tool_calls": bound_argument_nesting(response.tool_calls)})
-    reasoning = response.reasoning if run.request.trace == "extended" else None
+    reasoning = response.reasoning if run.request.options.trace == "extended" else None
     phase = "initial" if run.tool_round == 0 else f"followup_{run.tool_round}"
     kept = fit_calls(response.tool_calls, result_budget(run.deps.settings, len(response.tool_calls)))
     turn = AssistantTurn(
@@ -296,6 +296,7 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
         max_chars=budget,
         gate=run.gate,
         telemetry=run.deps.telemetry,
+        kinds={spec.name: spec.kind for spec in run.tools},
     )
     step = [assistant, *result_messages(results)]
     run.messages += step

@@ -10,16 +10,24 @@ call, and a call the gate refuses is not run (the model reads why, as an error r
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import anyio
 
 from agent_server.agent.approvals import ApprovalGate
 from agent_server.agent.window import fit_calls, fit_result
 from agent_server.approvals import approved_by_user, forwarding_to
-from agent_server.events import EventIds, EventSink, ToolProgressEvent, ToolResultEvent, ToolStartEvent
+from agent_server.events import (
+    EventIds,
+    EventSink,
+    ToolProgressEvent,
+    ToolResultEvent,
+    ToolRunningEvent,
+    ToolStartEvent,
+)
 from agent_server.telemetry import NO_TELEMETRY, Telemetry
 from agent_server.tools.base import Toolset, error_result
-from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolResult
+from agent_server.types import ContentPart, ImagePart, Message, TextPart, ToolCall, ToolKind, ToolResult
 
 IMAGE_NOTE = (
     "Tool-provided image observation(s). Inspect these pixels as evidence for the active task; "
@@ -37,8 +45,10 @@ async def run_tool_round(
     max_chars: int | None = None,
     gate: ApprovalGate | None = None,
     telemetry: Telemetry = NO_TELEMETRY,
+    kinds: Mapping[str, ToolKind] | None = None,
 ) -> list[ToolResult]:
-    """Run every call of one round concurrently; return the results in call order.
+    """Run every call of one round concurrently; return the results in call order. `kinds`: each offered tool's
+    kind, for the `tool_start` events.
 
     With `max_chars`, each result's text is cut to it (`window.fit_result`) before anyone sees it, and so
     are the arguments the `tool_start` events carry (`window.fit_calls`; the calls run with all of them).
@@ -47,9 +57,10 @@ async def run_tool_round(
 
     async def run_one(index: int, call: ToolCall) -> None:
         shown = call if max_chars is None else fit_calls([call], max_chars)[0]  # events keep what the record does
-        await emit(ToolStartEvent(tool_round=tool_round, call=shown, **ids))
+        kind = (kinds or {}).get(call.name, "other")
+        await emit(ToolStartEvent(tool_round=tool_round, call=shown, kind=kind, **ids))
         with telemetry.tool(call) as traced:  # current while the call runs: mounted servers get its context
-            result = await _call(tools, call, emit=emit, ids=ids, gate=gate)
+            result = await _call(tools, call, tool_round=tool_round, emit=emit, ids=ids, gate=gate)
             if max_chars is not None:
                 result = fit_result(result, max_chars)
             traced.ended(result)
@@ -63,12 +74,13 @@ async def run_tool_round(
 
 
 async def _call(
-    tools: Toolset, call: ToolCall, *, emit: EventSink, ids: EventIds, gate: ApprovalGate | None
+    tools: Toolset, call: ToolCall, *, tool_round: int, emit: EventSink, ids: EventIds, gate: ApprovalGate | None
 ) -> ToolResult:
     if call.arguments_error is not None:
         return error_result(call, f"invalid arguments for {call.name}: {call.arguments_error}; the tool was not run")
     if gate is not None and (refusal := await gate.check(call)) is not None:
         return error_result(call, refusal)
+    await emit(ToolRunningEvent(tool_round=tool_round, call_id=call.id, name=call.name, **ids))
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         event = ToolProgressEvent(

@@ -63,8 +63,8 @@ class TurnState:
             trace_id=request.trace_id,
             status="running",
             prompt=request.prompt,
-            trace=request.trace,
-            model=request.model,
+            trace=request.options.trace,
+            model=request.options.model,
             started_at=utc_now(),
         )
         state = cls(record=record, on_change=request.on_progress)

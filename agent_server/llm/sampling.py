@@ -9,12 +9,12 @@ the model samples without tools and earlier tool exchanges are rendered as text.
 from __future__ import annotations
 
 import json
-from typing import Protocol
 
 import mcp_types as types
 
 from agent_server.errors import ModelError
 from agent_server.llm.base import ModelRequest, ModelResponse, RetryCallback, TextCallback
+from agent_server.turn_options import SamplingRequester
 from agent_server.types import Message, StopReason, TextPart, ToolCall, ToolSpec, Usage
 
 STOP_REASONS: dict[str, StopReason] = {
@@ -24,16 +24,6 @@ STOP_REASONS: dict[str, StopReason] = {
     "stopSequence": "stop_sequence",
 }
 """MCP sampling's `stopReason` in the record's vocabulary (a client's own value maps to None)."""
-
-
-class SamplingRequester(Protocol):
-    async def create_message(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResultWithTools:
-        """Send `sampling/createMessage` to the client.
-
-        Raises:
-            ModelError: the client refused or failed the request.
-        """
-        ...
 
 
 class SamplingLLM:

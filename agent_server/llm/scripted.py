@@ -22,7 +22,9 @@ Fields of a response (any other key is rejected when the script is loaded):
 - `stop_reason`: why the model stopped, in the record's vocabulary (`end_turn`, `tool_use`, `max_tokens`,
   `stop_sequence`, `content_filter`, `pause_turn`); by default `tool_use` with tool calls, else `end_turn`.
   `max_tokens` plays an answer (or a tool call) cut at the token limit.
-- `usage`: `{"prompt_tokens", "completion_tokens"}`; the total is their sum. Zero when absent.
+- `usage`: `{"prompt_tokens", "completion_tokens"}`; the total is their sum. Zero when absent. Optionally
+  `cache_read_tokens`, `cache_write_tokens` (parts of `prompt_tokens`) and `reasoning_tokens` (part of
+  `completion_tokens`); unknown when absent.
 - `delay_s`: seconds to wait (cancellable) before answering.
 - `error`: `{"message"}`: the call raises `ModelError` with that message, after the delay and after
   streaming any `content` (which simulates a stream that broke mid-answer). A response with `error`
@@ -91,6 +93,9 @@ class ScriptedToolCall(_Strict):
 class ScriptedUsage(_Strict):
     prompt_tokens: int = Field(default=0, ge=0)
     completion_tokens: int = Field(default=0, ge=0)
+    cache_read_tokens: int | None = Field(default=None, ge=0)
+    cache_write_tokens: int | None = Field(default=None, ge=0)
+    reasoning_tokens: int | None = Field(default=None, ge=0)
 
 
 class ScriptedError(_Strict):
@@ -148,6 +153,9 @@ class _Step:
                 prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens,
                 total_tokens=usage.prompt_tokens + usage.completion_tokens,
+                cache_read_tokens=usage.cache_read_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
             ),
         )
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from importlib import metadata
 from typing import Any
 
 import httpx2
@@ -25,6 +24,7 @@ from mcp.server.mcpserver import MCPServer
 from agent_server.child_process import minimal_environment
 from agent_server.mounts.config import MountConfig
 from agent_server.mounts.stdio import StdioProcess
+from agent_server.version import NAME, version
 
 InProcessServer = Server[Any] | MCPServer
 
@@ -41,11 +41,7 @@ def stdio_environment(config: MountConfig, environ: Mapping[str, str]) -> dict[s
 
 
 def client_info() -> types.Implementation:
-    try:
-        version = metadata.version("agent-server")
-    except metadata.PackageNotFoundError:
-        version = "0"
-    return types.Implementation(name="agent-server", version=version)
+    return types.Implementation(name=NAME, version=version())
 
 
 @asynccontextmanager

@@ -2,7 +2,8 @@
 
 It owns the session store, the tool registry (built-in workspace tools and mounted MCP servers),
 the session locks, each connection's current session, the model choice and the turn defaults.
-Every front door (the MCP server in `server/`, a Python program) is a thin adapter over it:
+Every front door (the MCP server in `server/`, the ACP one in `acp/`, both over the kit in `doors/`, or a
+Python program) is a thin adapter over it:
 
 ```python
 from agent_server import AgentRuntime, Settings
@@ -37,7 +38,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -64,17 +65,17 @@ from agent_server.runtime.parts import (
     make_current,
     marked,
     session_exists,
-    title_from,
     unavailable_notes,
     workspace_root,
     workspace_tools,
 )
 from agent_server.settings import Settings
 from agent_server.telemetry import NO_TELEMETRY, Telemetry, TurnTrace, turn_trace_id
-from agent_server.trace_context import TraceContext
 from agent_server.tracing import tracing_on
+from agent_server.turn_options import ClientModel, TurnOptions
 from agent_server.types import (
     LOCAL_PRINCIPAL,
+    UNTITLED,
     CompactionRecord,
     DroppedTool,
     PendingApproval,
@@ -82,9 +83,9 @@ from agent_server.types import (
     SessionInfo,
     StoredMessage,
     ToolSpec,
-    TraceMode,
     TurnRecord,
     new_id,
+    title_from,
     utc_now,
 )
 
@@ -93,7 +94,6 @@ if TYPE_CHECKING:
     from agent_server.agent.current_sessions import CurrentKey
     from agent_server.approvals import ApprovalChannel
     from agent_server.llm.base import LLMClient
-    from agent_server.llm.sampling import SamplingRequester
     from agent_server.mounts.config import MountConfig
     from agent_server.mounts.toolset import MountManager
     from agent_server.mounts.transport import InProcessServer
@@ -113,7 +113,6 @@ __all__ = [
     "InputRequest",
     "Park",
     "ParkedApprovals",
-    "SessionTools",
     "TURN_MODULES",
     "ToolsReport",
     "TurnHandle",
@@ -145,34 +144,6 @@ CANCEL_WAIT_S = 10.0
 
 WaitCallback = Callable[[str], None]
 """Told what a call waits on before its turn starts (mounted servers starting, an earlier turn)."""
-
-
-@dataclass(frozen=True)
-class ClientModel:
-    """The caller's own model for one call, as its front door can lend it (MCP sampling), or why not."""
-
-    requester: SamplingRequester | None = None
-    with_tools: bool = False
-    unavailable: str | None = None
-    """Why the caller's model cannot be used; ignored when `requester` is given."""
-
-
-class TurnOptions(TypedDict, total=False):
-    """The options of a turn that `start_turn` passes on to `run_turn` (see there)."""
-
-    max_tool_passes: int | None
-    timeout_s: float | None
-    trace: TraceMode
-    model: str | None
-    tools: Sequence[str] | None
-    approvals: ApprovalChannel | None
-    """A background turn outlives the request that started it, so its channel must stay reachable: a
-    `ParkedApprovals` over the turn's `park` (MCP tasks, 2026-07-28), or a Python program's own; None: the
-    headless policy applies."""
-    client_model: ClientModel | None
-    """The caller's model, reachable through the turn's `park` (2026-07-28), when none is configured."""
-    park: Park | None
-    """Where the turn waits for its client (`new_park`); the turn ends `cancelled` when it gives up."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +214,8 @@ class AgentRuntime:
         self._environ = env
         self._shared = _Shared()
         self._principal = LOCAL_PRINCIPAL
+        self._session_tools: SessionTools | None = None
+        """The tools of `in_workspace` (a view of this runtime), else None: the runtime's own."""
 
     @property
     def principal(self) -> str:
@@ -396,51 +369,57 @@ class AgentRuntime:
         connection: str | None = DEFAULT_CONNECTION,
         on_event: EventSink | None = None,
         on_wait: WaitCallback | None = None,
-        max_tool_passes: int | None = None,
-        timeout_s: float | None = None,
-        trace: TraceMode = "standard",
-        model: str | None = None,
-        tools: Sequence[str] | None = None,
-        trace_id: str | None = None,
-        client_model: ClientModel | None = None,
-        approvals: ApprovalChannel | None = None,
-        turn_id: str | None = None,
-        session_tools: SessionTools | None = None,
-        park: Park | None = None,
-        begun: bool = False,
         on_progress: Callable[[TurnRecord], None] | None = None,
-        trace_context: TraceContext | None = None,
-        turn_trace: TurnTrace | None = None,
+        options: TurnOptions | None = None,
     ) -> TurnRecord:
         """Run one agent turn and return its stored record, however it ended.
 
         `session_id`: an existing session, `"new"` for a fresh one, or None for the connection's current
-        session (created by its first such call, exactly once). `timeout_s` (default: the settings'
-        `turn_timeout_s`) is one deadline from now: waiting for mounted servers and for an earlier turn
-        of the session count too. Cancelling the caller cancels the turn; it is recorded `cancelled`.
-        `approvals`: how this call's user is asked to approve tool calls (DESIGN 3.7); None: nobody can
-        be asked, and calls that need approval follow `approvals.headless` (default: denied), unless
-        `approvals.web` sends them to the web view (which `"always"` does for every turn).
-        `turn_id`: the id the turn gets (default: a new one).
-        `session_tools` (from `session_tools()`): the tools and workspace of that session instead of the
-        runtime's own. `park`: the turn's park, whose expiry (not a cancel of the caller's) the record then
-        names as the reason it was cancelled. `begun`: the turn's `running` record (`turn_id`) is stored already
-        (`start_turn` stores it before it returns). `on_wait` is told what the call waits for before its turn
-        begins, when it has to wait (mounted servers starting, an earlier turn of the session, in this process
-        or another); `on_progress` each new record of the running turn (its progress so far, also kept for
-        `find_turn` and `list_turns`). `trace_context`: the caller's W3C trace context (a front
-        door's request `_meta`), which the turn's trace continues; without it the turn's span is a child of the
-        span current here, if any (README "Traces"). `turn_trace`: the trace `start_turn` began for the turn.
+        session (created by its first such call, exactly once). `options` (`TurnOptions`): the turn's limits,
+        trace mode, model and tools, and what the caller lends it: `approvals`, how this call's user is asked
+        to approve tool calls (DESIGN 3.7; None: nobody can be asked, and calls that need approval follow
+        `approvals.headless`, by default denied), its trace id and its own model. Its `timeout_s` (default: the
+        settings' `turn_timeout_s`) is one deadline from now: waiting for mounted servers and for an earlier
+        turn of the session count too. Cancelling the caller cancels the turn; it is recorded `cancelled`.
+        `on_wait` is told what the call waits for before its turn begins, when it has to wait (mounted servers
+        starting, an earlier turn of the session, in this process or another); `on_progress` each new record of
+        the running turn (its progress so far, also kept for `find_turn` and `list_turns`). With
+        `approvals.web`, calls nobody can be asked about (or, with `"always"`, every call) are asked in the web
+        view. `options.trace_context`: the caller's W3C trace context, which the turn's trace continues
+        (README "Traces").
 
         Raises:
             SessionNotFound: `session_id` is unknown.
             StoreError: the store cannot be used.
         """
+        return await self._run_turn(
+            prompt, session_id, connection, on_event, on_wait, on_progress=on_progress, options=options or TurnOptions()
+        )
+
+    async def _run_turn(  # noqa: PLR0913 - the public entry's parameters, and the background turn's own
+        self,
+        prompt: str,
+        session_id: str | None,
+        connection: str | None,
+        on_event: EventSink | None,
+        on_wait: WaitCallback | None,
+        *,
+        options: TurnOptions,
+        on_progress: Callable[[TurnRecord], None] | None = None,
+        turn_id: str | None = None,
+        park: Park | None = None,
+        begun: bool = False,
+        turn_trace: TurnTrace | None = None,
+    ) -> TurnRecord:
+        """`run_turn`, and the run of a background turn (`start_turn`): `turn_id`, the id it was given; `park`,
+        whose expiry (not a cancel of the caller's) the record then names as the reason it was cancelled;
+        `begun`: its `running` record is stored already; `turn_trace`: the trace `start_turn` began for it."""
         from agent_server.agent.context import DISCARD, TurnRequest
         from agent_server.agent.turns import run_turn
 
         check_ids(session_id=session_id, turn_id=turn_id)
-        timeout = timeout_s or self.settings.turn_timeout_s
+        session_tools = self._session_tools
+        timeout = options.timeout_s or self.settings.turn_timeout_s
         deadline = math.inf if timeout is None else anyio.current_time() + timeout
         wait = on_wait or ignore_wait
         parts = await self._ready()
@@ -453,32 +432,31 @@ class AgentRuntime:
                 await manager.wait_started()
         turn_id = turn_id or new_id("turn")
         busy = functools.partial(wait, progress.EARLIER_TURN)
-        traced = turn_trace or self._telemetry.turn(trace_context, model=model)
+        traced = turn_trace or self._telemetry.turn(options.trace_context, model=options.model)
         traced.began(session_id=session, turn_id=turn_id)
-        trace_id = turn_trace_id(traced, trace_context, trace_id) or new_id("trace")
+        trace_id = turn_trace_id(traced, options.trace_context, options.trace_id) or new_id("trace")
         ids: EventIds = {"turn_id": turn_id, "session_id": session, "trace_id": trace_id}
-        approvals = self._approvals_for(parts, approvals, ids)
+        options = options.model_copy(update={"approvals": self._approvals_for(parts, options.approvals, ids)})
         on_event = self._published(on_event or DISCARD)
         try:
             async with self._hold_queued(parts, session, deadline, counted=not begun, on_busy=busy):
+                passes = options.max_tool_passes
                 request = TurnRequest(
                     prompt=prompt,
                     session_id=session,
+                    options=options,
                     trace_id=trace_id,
-                    max_tool_passes=self.settings.max_tool_passes if max_tool_passes is None else max_tool_passes,
+                    max_tool_passes=self.settings.max_tool_passes if passes is None else passes,
                     timeout_s=timeout,
                     deadline=deadline,
-                    trace=trace,
-                    model=model,
                     notes=tuple(note for manager in mounts for note in unavailable_notes(manager)),
-                    approvals=approvals,
                     turn_id=turn_id,
                     cancel_reason=None if park is None else (lambda: park.expired),
                     begun=begun,
                     on_progress=self._tracker(turn_id, on_progress),
                 )
                 registry = parts.registry if session_tools is None else session_tools.registry
-                deps = self._deps(parts, client_model, registry.filtered(tools), session_tools)
+                deps = self._deps(parts, options.client_model, registry.filtered(options.tools))
                 scope = self._shared.running[turn_id] = anyio.CancelScope()
                 try:
                     with scope, traced.running():
@@ -517,9 +495,8 @@ class AgentRuntime:
         *,
         session_id: str | None = None,
         connection: str | None = DEFAULT_CONNECTION,
-        trace_id: str | None = None,
-        trace_context: TraceContext | None = None,
-        **options: Unpack[TurnOptions],
+        options: TurnOptions | None = None,
+        park: Park | None = None,
     ) -> TurnHandle:
         """Start a turn in the background and return its handle at once (its record says `running`).
 
@@ -533,49 +510,53 @@ class AgentRuntime:
         Its trace (tracing on) begins here, so its queueing counts; `trace_context` as for `run_turn`.
         It needs a configured model, or the caller's own reachable through the turn's `park`
         (`client_model`, 2026-07-28): otherwise the caller's model is reachable only while its call is open.
+        `park` (`new_park`): where the turn waits for its client; the turn ends `cancelled` when it gives up.
+        A background turn outlives the request that started it, so the `approvals` it is lent must stay
+        reachable: a `ParkedApprovals` over `park`, or a program's own.
 
         Raises:
             SessionNotFound: `session_id` is unknown.
             InvalidArgument: no model is configured, or too many background turns are running.
         """
         check_ids(session_id=session_id)
-        lent = options.get("client_model")
-        if self._llm is None and (lent is None or lent.requester is None or options.get("park") is None):
+        options = options or TurnOptions()
+        lent = options.client_model
+        if self._llm is None and (lent is None or lent.requester is None or park is None):
             raise InvalidArgument(
                 "a background turn needs a configured model (the caller's own model is only reachable "
                 "while its request is open): " + CONFIGURE
             )
         background = self._entered_background()
-        park = options.get("park")
         background.check_room(self._principal, parked=park is not None)  # before a session is made for it
         parts = await self._ready()
         session = await self._session_for_turn(parts, session_id, connection, prompt)
-        traced = self._telemetry.turn(trace_context, model=options.get("model"))  # from now: queueing counts
-        trace_id = turn_trace_id(traced, trace_context, trace_id) or new_id("trace")
+        traced = self._telemetry.turn(options.trace_context, model=options.model)  # from now: queueing counts
+        trace_id = turn_trace_id(traced, options.trace_context, options.trace_id) or new_id("trace")
+        options = options.model_copy(update={"trace_id": trace_id})
         record = TurnRecord(
             turn_id=new_id("turn"),
             session_id=session,
-            trace_id=trace_id,
+            trace_id=options.trace_id or "",
             status="running",
             prompt=prompt,
-            trace=options.get("trace", "standard"),
-            model=options.get("model"),
+            trace=options.trace,
+            model=options.model,
             started_at=utc_now(),
         )
 
         async def turn(on_event: EventSink) -> TurnRecord:
-            return await self.run_turn(
+            return await self._run_turn(
                 prompt,
-                session_id=session,
-                connection=connection,
-                on_event=on_event,
-                on_wait=handle.waiting_on,
+                session,
+                connection,
+                on_event,
+                handle.waiting_on,
                 on_progress=handle.progressed,
-                trace_id=trace_id,
+                options=options,
                 turn_id=record.turn_id,
+                park=park,
                 begun=True,
                 turn_trace=traced,
-                **options,
             )
 
         # Its place is taken before its `running` record is stored (no await between the room check and the
@@ -835,17 +816,38 @@ class AgentRuntime:
                 ids=ids,
             )
 
-    def _deps(
-        self,
-        parts: Parts,
-        client_model: ClientModel | None,
-        tools: Toolset | None = None,
-        session_tools: SessionTools | None = None,
-    ) -> AgentDeps:
+    async def record_command(self, session_id: str, *, command: str, prompt: str, reply: str) -> TurnRecord:
+        """Store a turn that a front door answered itself, without the model (an editor's slash command): a
+        `completed` record with `command`, the `prompt` and the `reply` (`final_text`), and no history messages,
+        so the model never reads it. It is listed with the session's turns, and replayed in its place.
+
+        Raises:
+            SessionNotFound: the session is unknown.
+        """
+        parts = await self._owned(session_id)
+        now = utc_now()
+        record = TurnRecord(
+            turn_id=new_id("turn"),
+            session_id=session_id,
+            trace_id=new_id("trace"),
+            status="completed",
+            prompt=prompt,
+            final_text=reply,
+            command=command,
+            started_at=now,
+            finished_at=now,
+        )
+        async with hold_session(parts, session_id):  # a shared store writes a session's turns under its lock
+            if not await parts.store.finish_turn(record, []):
+                raise SessionNotFound(session_id)
+        return record
+
+    def _deps(self, parts: Parts, client_model: ClientModel | None, tools: Toolset | None = None) -> AgentDeps:
         from agent_server.agent.context import AgentDeps
 
         llm = self._model_for(client_model)
-        settings = self.settings if session_tools is None else session_tools.settings
+        own = self._session_tools
+        settings = self.settings if own is None else own.settings
         tracing = self._shared.tracing
         if tracing is not None:
             llm = tracing.wrap_llm(llm)
@@ -858,13 +860,20 @@ class AgentRuntime:
         tracing = self._shared.tracing
         return NO_TELEMETRY if tracing is None else tracing.telemetry
 
-    @asynccontextmanager
-    async def session_tools(self, workspace: Path, mounts: Sequence[MountConfig] = ()) -> AsyncGenerator[SessionTools]:
-        """A session's own tools while the block runs: the built-in tools confined to `workspace`, the
-        configured mounts, and `mounts` started now (in the background, as at launch) and stopped on exit.
+    @property
+    def workspace(self) -> Path:
+        """Where this runtime's built-in tools work: the settings' workspace, or the one of `in_workspace`."""
+        own = self._session_tools
+        return self.settings.workspace.resolve() if own is None else own.workspace
 
-        Enter and leave it in one task (it owns the mounts' task group); pass what it yields to
-        `run_turn(session_tools=...)` and `agent_tools(session_tools=...)`.
+    @asynccontextmanager
+    async def in_workspace(self, workspace: Path, mounts: Sequence[MountConfig] = ()) -> AsyncGenerator[AgentRuntime]:
+        """This runtime with a session's own tools while the block runs (what the ACP door gives each editor
+        session): its turns (`run_turn`, `start_turn`), `compact` and `agent_tools` use the built-in tools
+        confined to `workspace` (and its prompt files), the configured mounts, and `mounts`, started now (in the
+        background, as at launch) and stopped when the block ends. Everything else is this runtime's, as with
+        `as_principal`. Enter and leave it in one task (it owns the mounts' task group); a turn it starts must end
+        within the block.
 
         Raises:
             InvalidArgument: `workspace` is not an absolute path to a directory.
@@ -886,7 +895,11 @@ class AgentRuntime:
                 own = await stack.enter_async_context(manager)
             toolsets: list[Toolset] = [workspace_tools(self.settings, root, self._environ, parts.sandbox)]
             toolsets += [m for m in (parts.mounts, own) if m is not None]
-            yield SessionTools(workspace=root, registry=ToolRegistry(toolsets), mounts=own, settings=settings)
+            view = copy.copy(self)
+            view._session_tools = SessionTools(
+                workspace=root, registry=ToolRegistry(toolsets), mounts=own, settings=settings
+            )
+            yield view
 
     def _model_for(self, client: ClientModel | None) -> LLMClient:
         """The configured model, else the caller's own, else a stand-in that says how to configure one."""
@@ -910,7 +923,7 @@ class AgentRuntime:
     ) -> SessionInfo:
         """A new session of the principal's; it becomes `connection`'s current session (when given)."""
         parts = await self._ready()
-        session = await self._new_session(parts, title or "Untitled session", metadata or {})
+        session = await self._new_session(parts, title or UNTITLED, metadata or {})
         return make_current(parts, self._key(connection), session)
 
     async def list_sessions(
@@ -1005,8 +1018,9 @@ class AgentRuntime:
         """The session's live context: its latest compaction summary and the messages after it."""
         return await (await self._owned(session_id)).store.load_history(session_id)
 
-    async def agent_tools(self, *, session_tools: SessionTools | None = None) -> ToolsReport:
+    async def agent_tools(self) -> ToolsReport:
         parts = await self._ready()
+        session_tools = self._session_tools
         registry = parts.registry if session_tools is None else session_tools.registry
         tools = await registry.list_tools()
         servers = [state for manager in all_mounts(parts, session_tools) for state in manager.states()]

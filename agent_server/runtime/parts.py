@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from agent_server.errors import InvalidArgument, SessionNotFound
 from agent_server.settings import Settings
-from agent_server.types import SessionInfo, one_line
+from agent_server.types import SessionInfo
 
 if TYPE_CHECKING:
     from agent_server.agent.current_sessions import CurrentKey, CurrentSessions
@@ -25,12 +25,10 @@ if TYPE_CHECKING:
     from agent_server.tools.registry import ToolRegistry
     from agent_server.tools.sandbox import CommandSandbox
 
-TITLE_LENGTH = 60
-
 
 @dataclass(frozen=True)
 class SessionTools:
-    """One session's own tools (ACP `session/new {cwd, mcpServers}`), made by `AgentRuntime.session_tools`.
+    """One session's own tools (ACP `session/new {cwd, mcpServers}`), made by `AgentRuntime.in_workspace`.
 
     The built-in tools confined to `workspace` instead of the settings' workspace, the configured mounts,
     and the servers the client gave for this session; turns run with it see its workspace's prompt files.
@@ -123,10 +121,6 @@ async def session_exists(store: SessionStore, session_id: str) -> bool:
     except SessionNotFound:
         return False
     return True
-
-
-def title_from(prompt: str) -> str:
-    return one_line(prompt, TITLE_LENGTH)
 
 
 def workspace_root(workspace: Path) -> Path:

@@ -28,10 +28,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agent_server.runtime import AgentRuntime
 from agent_server.server.listing import tool_names, wire_tools
-from agent_server.server.task_wire import TaskHub, declares_tasks
-from agent_server.server.task_wire import capabilities as task_capabilities
-from agent_server.server.task_wire import install as install_tasks
+from agent_server.server.tasks.routes import TaskHub
+from agent_server.server.tasks.routes import install as install_tasks
+from agent_server.server.tasks.wire import capabilities as task_capabilities
+from agent_server.server.tasks.wire import declares_tasks
 from agent_server.settings import Settings
+from agent_server.version import NAME, version
 
 if TYPE_CHECKING:
     from agent_server.llm.base import LLMClient
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SERVER_NAME = "agent-server"
+SERVER_NAME = NAME
 INSTRUCTIONS = (
     "agent-server runs an LLM agent over this workspace. Call run_turn with a prompt to run one agent "
     "turn (progress streams as notifications); sessions persist across restarts (session_* tools); "
@@ -76,7 +78,7 @@ async def _prepare_after(listed: anyio.Event, runtime: AgentRuntime) -> None:
 
     await listed.wait()
     await anyio.sleep(PREPARE_DELAY_S)
-    await anyio.to_thread.run_sync(importlib.import_module, "agent_server.server.handlers")
+    await anyio.to_thread.run_sync(importlib.import_module, "agent_server.server.tool_table")
     try:
         await runtime.prepare()
     except StoreError as exc:
@@ -116,13 +118,13 @@ def create_server(
             rounds = await call_run_turn(ctx, params)
             if rounds is not None:
                 return rounds
-        from agent_server.server.handlers import call_tool
+        from agent_server.server.tool_table import call_tool
 
         return await call_tool(params.name, ctx, params.arguments or {})
 
     server = _AgentServer(
         SERVER_NAME,
-        version=_version(),
+        version=version(),
         instructions=INSTRUCTIONS,
         lifespan=_lifespan(runtime, listed),
         on_list_tools=list_tools,
@@ -143,7 +145,7 @@ def _request_state_security(settings: Settings) -> RequestStateSecurity:
 
 
 class _AgentServer(Server[AgentRuntime]):
-    """The SDK's low-level server, advertising MCP tasks the way each protocol era expects (`task_wire`)."""
+    """The SDK's low-level server, advertising MCP tasks the way each protocol era expects (`tasks.wire`)."""
 
     def get_capabilities(
         self,
@@ -157,12 +159,3 @@ class _AgentServer(Server[AgentRuntime]):
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )
         return task_capabilities(caps, protocol_version)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("agent-server")
-    except PackageNotFoundError:
-        return "0.0.0"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp import MCPError
@@ -10,7 +10,10 @@ from mcp.server import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 
 from agent_server.errors import ModelError
-from agent_server.runtime import CONFIGURE, ClientModel, Park
+from agent_server.runtime import CONFIGURE, ClientModel
+
+if TYPE_CHECKING:
+    from agent_server.runtime import Park
 
 NO_BACK_CHANNEL = (
     "this call cannot lend the client's model: protocol 2026-07-28 has no server-to-client requests, "
@@ -23,14 +26,12 @@ def client_model(ctx: ServerRequestContext[Any, Any], park: Park | None = None) 
     """What the client of this request can lend: its model through sampling, or why not.
 
     On a connection without server-to-client requests (2026-07-28) the model is reachable only through
-    `park` (each call an `llm-<n>` input request, `input_requests.ParkedSampling`), when one is given."""
+    `park` (each call an `llm-<n>` input request, `ParkedSampling`), when one is given."""
     caps = ctx.session.client_capabilities
     if caps is None or caps.sampling is None:
         return ClientModel(unavailable=NO_SAMPLING + CONFIGURE)
     with_tools = caps.sampling.tools is not None
     if park is not None:
-        from agent_server.server.input_requests import ParkedSampling
-
         return ClientModel(requester=ParkedSampling(park), with_tools=with_tools)
     if not ctx.session.can_send_request:
         return ClientModel(unavailable=NO_BACK_CHANNEL + CONFIGURE)
@@ -52,3 +53,20 @@ class _SessionRequester:
             )
         except MCPError as exc:
             raise ModelError(f"the client's model failed: {exc.message}") from exc
+
+
+class ParkedSampling:
+    """A `SamplingRequester` over a turn's park: each model call waits there as `llm-<n>` for the client."""
+
+    def __init__(self, park: Park) -> None:
+        self._park = park
+
+    async def create_message(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResultWithTools:
+        from agent_server.runtime import InputRequest  # the park machinery loads when a turn first parks
+
+        answer = await self._park.ask(InputRequest(self._park.next_key("llm"), "model", params))
+        if isinstance(answer, types.CreateMessageResultWithTools):
+            return answer
+        if isinstance(answer, ModelError):
+            raise answer
+        raise ModelError("the client's answer to a model call was not a sampling result")

@@ -7,7 +7,7 @@ waits for as `inputRequests` (an MCP task's `input_required` in `tasks/get`, or 
 - `approve-<call_id>`: the approval question, an `elicitation/create` form with the flat `decision` schema
   (`approval_channel.approval_form`); its `ElicitResult` becomes the gate's `Decision`.
 - `elicit-<n>`: a mounted server's own form, passed on; its `ElicitResult` goes back to that server.
-- `llm-<n>`: a call of the client's model, a `sampling/createMessage` request (`ParkedSampling`); its
+- `llm-<n>`: a call of the client's model, a `sampling/createMessage` request (`client_model.ParkedSampling`); its
   `CreateMessageResult` is the model's answer.
 
 An answer that does not parse as what its key asked for is still delivered, as a refusal: a denial, a
@@ -117,18 +117,3 @@ def _answer(request: InputRequest, response: Any) -> object:
 def _first(exc: ValidationError) -> str:
     error = exc.errors()[0]
     return f"{'.'.join(str(p) for p in error['loc']) or 'result'}: {error['msg']}"
-
-
-class ParkedSampling:
-    """A `SamplingRequester` over a turn's park: each model call waits there as `llm-<n>` for the client."""
-
-    def __init__(self, park: Park) -> None:
-        self._park = park
-
-    async def create_message(self, params: types.CreateMessageRequestParams) -> types.CreateMessageResultWithTools:
-        answer = await self._park.ask(InputRequest(self._park.next_key("llm"), "model", params))
-        if isinstance(answer, types.CreateMessageResultWithTools):
-            return answer
-        if isinstance(answer, ModelError):
-            raise answer
-        raise ModelError("the client's answer to a model call was not a sampling result")

@@ -30,13 +30,13 @@ import anyio
 import mcp_types as types
 from pydantic import ValidationError
 
+from agent_server.doors.records import Detail
 from agent_server.errors import InvalidArgument
 from agent_server.runtime import AgentRuntime, TurnHandle
-from agent_server.server import tool_specs as specs
-from agent_server.server.handlers import Context, error_result, outcome_result, streamer_for, turn_outcome
 from agent_server.server.input_requests import deliver, lend, wire_requests
 from agent_server.server.principals import caller_runtime
-from agent_server.server.turn_handlers import begin_background
+from agent_server.server.tool_kit import Context, error_result, outcome_result, streamer_for
+from agent_server.server.turn_tools import RunTurnParams, begin_background, turn_outcome
 
 CHANNEL = "input_required"
 """The approval channel's name in turn records."""
@@ -51,7 +51,7 @@ async def call_run_turn(ctx: Context, params: types.CallToolRequestParams) -> An
     """This 2026-07-28 `run_turn` in rounds, or None when it should run the usual way (see the docstring)."""
     runtime = caller_runtime(ctx)
     try:
-        turn = specs.RunTurnParams.model_validate(params.arguments or {})
+        turn = RunTurnParams.model_validate(params.arguments or {})
     except ValidationError as exc:
         return error_result("run_turn", exc)
     if turn.background:
@@ -69,7 +69,7 @@ async def call_run_turn(ctx: Context, params: types.CallToolRequestParams) -> An
 
 
 async def _resume(
-    runtime: AgentRuntime, ctx: Context, turn: specs.RunTurnParams, params: types.CallToolRequestParams
+    runtime: AgentRuntime, ctx: Context, turn: RunTurnParams, params: types.CallToolRequestParams
 ) -> Answer:
     try:
         turn_id, after = _state(params.request_state or "")
@@ -83,9 +83,7 @@ async def _resume(
     return await _round(runtime, ctx, handle, turn.detail, after=after)
 
 
-async def _round(
-    runtime: AgentRuntime, ctx: Context, handle: TurnHandle, detail: specs.Detail, *, after: int
-) -> Answer:
+async def _round(runtime: AgentRuntime, ctx: Context, handle: TurnHandle, detail: Detail, *, after: int) -> Answer:
     """Stream the turn until it ends or parks; its result, or the round's `InputRequiredResult`."""
     streamer = streamer_for(runtime, ctx)
     try:

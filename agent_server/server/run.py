@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import logging
-import os
-import signal
 import threading
 from collections.abc import AsyncGenerator, Callable
-from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
+from agent_server.doors.signals import cancel_on_signal
 from agent_server.settings import Settings
 
 if TYPE_CHECKING:
     from mcp.server import Server
-
-logger = logging.getLogger(__name__)
-
-SHUTDOWN_LIMIT_S = 5.0
-"""After a signal, the longest the orderly shutdown may take before the process leaves anyway."""
 
 Lifespan = Callable[[Any], AbstractAsyncContextManager[Any]]
 
@@ -40,7 +33,7 @@ async def serve_stdio(settings: Settings) -> None:
     unwound = threading.Event()
     server.lifespan = _signalling(server.lifespan, unwound)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_cancel_on_signal, tg.cancel_scope, unwound)
+        tg.start_soon(cancel_on_signal, tg.cancel_scope, unwound)
         async with _stdio() as (read, write):
             await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
@@ -48,19 +41,15 @@ async def serve_stdio(settings: Settings) -> None:
 
 @asynccontextmanager
 async def _stdio() -> AsyncGenerator[Any]:
-    """The SDK's stdio transport, with the event-loop stdin reader and stdout writer where each is safe
-    (see server/stdin.py and server/stdout.py); the SDK's own thread-backed file for the other."""
+    """The SDK's stdio transport over the wire `doors.stdio` guards (bounded lines in, read and written on the
+    event loop)."""
     from mcp.server.stdio import stdio_server
 
-    from agent_server.server.stdin import can_claim_stdin, claim_stdin
-    from agent_server.server.stdout import can_claim_stdout, claim_stdout
+    from agent_server.doors.stdio import claim_stdio
 
-    with ExitStack() as claims:
-        stdin = claims.enter_context(claim_stdin()) if can_claim_stdin() else None
-        on_closed = stdin.end if stdin is not None else None  # a client gone from stdout ends the input too
-        stdout = claims.enter_context(claim_stdout(on_closed=on_closed)) if can_claim_stdout() else None
+    with claim_stdio() as (reader, writer):
         async with stdio_server(
-            stdin=cast("anyio.AsyncFile[str] | None", stdin), stdout=cast("anyio.AsyncFile[str] | None", stdout)
+            stdin=cast("anyio.AsyncFile[str]", reader), stdout=cast("anyio.AsyncFile[str]", writer)
         ) as streams:
             yield streams
 
@@ -75,24 +64,6 @@ def _signalling(lifespan: Lifespan, unwound: threading.Event) -> Lifespan:
             unwound.set()
 
     return wrapped
-
-
-async def _cancel_on_signal(scope: anyio.CancelScope, unwound: threading.Event) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            logger.info("received %s: shutting down", signal.Signals(signum).name)
-            scope.cancel()
-            # The SDK reads stdin in a worker thread that only returns on input or EOF, so after a
-            # signal the process could hang on it. Once the lifespan has unwound (turns recorded,
-            # mounts stopped, store closed) nothing is left to do: leave without waiting for it.
-            threading.Thread(target=_exit_when, args=(unwound,), daemon=True).start()
-            return
-
-
-def _exit_when(unwound: threading.Event) -> None:
-    unwound.wait(SHUTDOWN_LIMIT_S)
-    logging.shutdown()
-    os._exit(0)
 
 
 async def serve_http(settings: Settings, *, host: str, port: int) -> None:

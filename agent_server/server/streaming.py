@@ -3,8 +3,8 @@
 Every event becomes a `notifications/progress` on the caller's progress token (a no-op when
 the caller sent none), with a strictly increasing `progress` and a one-line `message`. Clients
 that advertise the `EVENTS_EXTENSION` client extension also get every event in full as a
-`notifications/agent_server/event`. Token deltas are coalesced: they are buffered and sent as
-one event at most every `flush_interval` seconds, and always before the next non-token event.
+`notifications/agent_server/event`. Token deltas are coalesced by `doors.stream` (every door's rule): buffered
+and sent as one event at most every `flush_interval` seconds, and always before the next event.
 
 Heartbeat (DESIGN 3.6): inside `heartbeat()`, whenever nothing was sent for `heartbeat_s`, a progress
 notification says what the call is waiting on (`waiting for the model (23 s)`), so that hosts whose
@@ -14,8 +14,6 @@ event with phase `heartbeat`; before that (queued behind another turn, mounts st
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -25,8 +23,9 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from pydantic import ConfigDict
 
+from agent_server.doors.show import describe
+from agent_server.doors.stream import EventStream
 from agent_server.events import AgentEvent, EventIds, StatusEvent, TokenEvent
-from agent_server.types import one_line
 
 HEARTBEAT_PHASE = "heartbeat"
 
@@ -50,6 +49,19 @@ def wants_full_events(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(caps and caps.extensions and EVENTS_EXTENSION in caps.extensions)
 
 
+class _EveryEvent:
+    """`doors.stream.Shows` for MCP: every event is sent as it is (coalesced text as one token event)."""
+
+    def event(self, event: AgentEvent) -> AgentEvent:
+        return event
+
+    def text(self, token: TokenEvent) -> AgentEvent:
+        return token
+
+    def unfinished(self, call_id: str, status: str) -> None:
+        return None  # the `done` event says how the turn ended; its record has every call
+
+
 class EventStreamer:
     """An `EventSink` bound to one request."""
 
@@ -58,11 +70,9 @@ class EventStreamer:
     ) -> None:
         self._ctx = ctx
         self._full = wants_full_events(ctx)
-        self._flush_interval = flush_interval
         self._heartbeat_s = heartbeat_s
         self._progress = 0
-        self._pending: TokenEvent | None = None
-        self._last_flush = -math.inf  # never flushed: the first delta goes at once, whatever the clock reads
+        self._stream = EventStream(_EveryEvent(), self._send, flush_interval=flush_interval)
         # Sends come from the call and from the heartbeat task: one at a time keeps `progress` increasing.
         self._send_lock = anyio.Lock(fast_acquire=True)
         self._last_sent = anyio.current_time()
@@ -74,13 +84,7 @@ class EventStreamer:
 
     async def __call__(self, event: AgentEvent) -> None:
         self._waits.observe(event)
-        if isinstance(event, TokenEvent):
-            self._pending = _merge(self._pending, event)
-            if time.monotonic() - self._last_flush >= self._flush_interval:
-                await self.flush()
-            return
-        await self.flush()
-        await self._send(event)
+        await self._stream(event)
 
     @asynccontextmanager
     async def heartbeat(self) -> AsyncGenerator[None]:
@@ -106,7 +110,7 @@ class EventStreamer:
             await anyio.sleep_until(self._last_sent + interval)
             if anyio.current_time() - self._last_sent < interval:
                 continue  # something else was sent meanwhile
-            if self._pending is not None:
+            if self._stream.buffered:
                 await self.flush()
                 continue
             message = self._waits.describe()
@@ -119,10 +123,7 @@ class EventStreamer:
 
     async def flush(self) -> None:
         """Send buffered token text, if any."""
-        pending, self._pending = self._pending, None
-        self._last_flush = time.monotonic()
-        if pending is not None:
-            await self._send(pending)
+        await self._stream.flush()
 
     async def _send(self, event: AgentEvent) -> None:
         async with self._send_lock:
@@ -159,6 +160,8 @@ class _Waits:
             case "tool_start":
                 self._tools[event.call.id] = event.call.name
                 self.begin(self._tool_wait())
+            case "tool_running":  # past its approval, if it was asked
+                self.begin(self._tool_wait())
             case "tool_result":
                 self._tools.pop(event.result.call_id, None)
                 if self._tools:
@@ -183,39 +186,3 @@ _PHASE_WAITS = {
 
 def _request_id(ctx: ServerRequestContext[Any, Any]) -> str | None:
     return None if ctx.request_id is None else str(ctx.request_id)
-
-
-def _merge(pending: TokenEvent | None, event: TokenEvent) -> TokenEvent:
-    if pending is None:
-        return event
-    return pending.model_copy(update={"delta": pending.delta + event.delta})
-
-
-def describe(event: AgentEvent) -> str:  # noqa: C901 - one arm per event kind
-    """A one-line human summary of an event, for progress messages."""
-    match event.type:
-        case "turn":
-            return f"turn {event.turn_id} started"
-        case "status":
-            return event.message
-        case "prompt_trace":
-            tokens = sum(p.tokens for p in event.parts) + event.history_tokens + event.tool_schema_tokens
-            return f"prompt: {len(event.parts)} part(s), ~{tokens} tokens"
-        case "token":
-            return one_line(f"text: {event.delta}")
-        case "tool_start":
-            return f"{event.call.name}: started"
-        case "tool_progress":
-            detail = event.message or (f"{event.progress:g}/{event.total:g}" if event.total else f"{event.progress:g}")
-            return one_line(f"{event.name}: {detail}")
-        case "tool_result":
-            outcome = "error" if event.result.is_error else "ok"
-            return f"{event.result.name}: {outcome} in {event.result.duration_s:.2f}s"
-        case "compaction":
-            r = event.record
-            tokens = f"~{r.estimated_tokens_before} -> ~{r.estimated_tokens_after} tokens"
-            return f"compacted {r.compacted_message_count} message(s) ({r.mode}), {tokens}"
-        case "error":
-            return one_line(f"error: {event.message}")
-        case "done":
-            return f"done: {event.status}"

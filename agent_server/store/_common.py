@@ -1,4 +1,4 @@
-"""Pieces the session stores share: opaque paging cursors, fork titles, interrupted records, stored JSON."""
+"""Pieces the session stores share: opaque paging cursors, session titles, interrupted records, stored JSON."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import binascii
 from pydantic import BaseModel
 
 from agent_server.errors import INTERRUPTED, InvalidArgument, StoreError
-from agent_server.types import ErrorInfo, TurnRecord, utc_now
+from agent_server.types import ErrorInfo, TurnRecord, title_from, utc_now
 
 INTERRUPTED_MESSAGE = "the server process running this turn exited before it finished"
 
@@ -35,6 +35,12 @@ def decode_cursor(kind: str, cursor: str | None) -> int | None:
 def check_limit(limit: int) -> None:
     if limit < 1:
         raise InvalidArgument(f"limit must be at least 1, got {limit}")
+
+
+def first_title(record: TurnRecord) -> str | None:
+    """The title a turn gives its session while the session has none (`UNTITLED`): its prompt's start; none for
+    a slash command's turn."""
+    return None if record.command is not None else title_from(record.prompt)
 
 
 def fork_title(old_title: str, title: str | None) -> str:

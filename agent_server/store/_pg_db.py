@@ -13,7 +13,7 @@ from psycopg import AsyncConnection
 
 from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
-from agent_server.types import Message, SessionInfo, StoredMessage, TurnRecord, utc_now
+from agent_server.types import UNTITLED, Message, SessionInfo, StoredMessage, TurnRecord, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -261,12 +261,20 @@ seq is a statement of its own after it (`HEAD_SEQ`), so that it reads what a wri
 
 HEAD_SEQ: LiteralString = "SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = %s"
 
+TOUCH: LiteralString = (
+    "UPDATE sessions SET updated_at = %(now)s,"
+    " title = CASE WHEN %(title)s::text IS NOT NULL AND title = %(untitled)s THEN %(title)s ELSE title END"
+    " WHERE session_id = %(session)s"
+)
+"""`touch` as a part of the turn's writes: `title` (stored as `text`, or NULL for none) names an `UNTITLED` session."""
+
+
 BEGIN_WRITES: LiteralString = (
-    "WITH touched AS (UPDATE sessions SET updated_at = %(now)s WHERE session_id = %(session)s)"
+    f"WITH touched AS ({TOUCH})"
     " INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key)"
     " VALUES (%(session)s, %(turn)s, %(status)s, %(record)s, %(owner)s, %(key)s)"
 )
-"""`begin_turn`'s writes in one statement: the running turn's row, the session touched."""
+"""`begin_turn`'s writes in one statement: the running turn's row, the session touched (and titled)."""
 
 FINISH_WRITES: LiteralString = (
     "WITH turn AS (INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key)"
@@ -275,11 +283,11 @@ FINISH_WRITES: LiteralString = (
     " appended AS (INSERT INTO messages (session_id, seq, turn_id, message)"
     " SELECT %(session)s, %(head)s + m.n, %(turn)s, m.message"
     " FROM unnest(%(messages)s::text[]) WITH ORDINALITY AS m(message, n)),"
-    " touched AS (UPDATE sessions SET updated_at = %(now)s WHERE session_id = %(session)s)"
+    f" touched AS ({TOUCH})"
     " SELECT pg_notify(%(channel)s, %(turn)s)"
 )
-"""`finish_turn`'s writes in one statement: the final record, the messages after `head`, the session touched,
-and the NOTIFY that wakes `wait_ended` (sent at commit)."""
+"""`finish_turn`'s writes in one statement: the final record, the messages after `head`, the session touched
+(and titled), and the NOTIFY that wakes `wait_ended` (sent at commit)."""
 
 LIVE_MESSAGES: LiteralString = (
     "SELECT seq, turn_id, message, archived FROM messages WHERE session_id = %s AND seq > 0 AND NOT archived"
@@ -365,8 +373,16 @@ async def archived_since(conn: Conn, session_id: str, seq: int) -> bool:
     return await one(conn, sql, (session_id, seq)) is not None
 
 
-async def touch(conn: Conn, session_id: str) -> None:
-    await conn.execute("UPDATE sessions SET updated_at = %s WHERE session_id = %s", (utc_now(), session_id))
+async def touch(conn: Conn, session_id: str, *, title: str | None = None) -> None:
+    """Mark the session updated now, and give it `title` if it has none (`UNTITLED`)."""
+    if title is None:
+        await conn.execute("UPDATE sessions SET updated_at = %s WHERE session_id = %s", (utc_now(), session_id))
+        return
+    await conn.execute(
+        "UPDATE sessions SET updated_at = %s, title = CASE WHEN title = %s THEN %s ELSE title END"
+        " WHERE session_id = %s",
+        (utc_now(), text(UNTITLED), text(title), session_id),
+    )
 
 
 async def stored_messages(

@@ -14,7 +14,7 @@ from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
 from agent_server.store._common import dump
 from agent_server.store._owners import dead_owner, known_owners
-from agent_server.types import Message, SessionInfo, StoredMessage, TurnRecord, utc_now
+from agent_server.types import UNTITLED, Message, SessionInfo, StoredMessage, TurnRecord, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -227,9 +227,17 @@ def archived_since(conn: sqlite3.Connection, session_id: str, seq: int) -> bool:
     return row is not None
 
 
-def touch(conn: sqlite3.Connection, session_id: str) -> bool:
-    """Mark the session updated now; False when there is no such session."""
-    cursor = conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (utc_now(), session_id))
+def touch(conn: sqlite3.Connection, session_id: str, *, title: str | None = None) -> bool:
+    """Mark the session updated now, and give it `title` if it has none (`UNTITLED`); False when there is no
+    such session."""
+    if title is None:
+        cursor = conn.execute("UPDATE sessions SET updated_at = ? WHERE session_id = ?", (utc_now(), session_id))
+    else:
+        cursor = conn.execute(
+            "UPDATE sessions SET updated_at = ?, title = CASE WHEN title = ? THEN ? ELSE title END"
+            " WHERE session_id = ?",
+            (utc_now(), UNTITLED, title, session_id),
+        )
     return cursor.rowcount > 0
 
 

@@ -45,6 +45,8 @@ Contract (`SqliteStore`, `MemoryStore` and `PostgresStore` keep it; `tests/unit/
   lists a principal's unanswered, unexpired ones, oldest first; `answer_question` records the first answer of
   the question's own principal while it is pending and unexpired (True), and refuses any other (False);
   `question_answer` is that answer; deleting a session drops its questions.
+- Titles: a session created with the title `UNTITLED` takes the first title a turn of it gives (`_common.first_title`:
+  its prompt's start) when `begin_turn` or `finish_turn` writes that turn; any other title stays as it is.
 - Which session is a connection's current one is not stored: it is per connection, in memory
   (DESIGN 3.5), so `SessionInfo.active` is always False here and set by the front door.
 """

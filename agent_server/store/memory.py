@@ -16,6 +16,7 @@ from agent_server.store import _common as common
 from agent_server.store.base import MAX_PENDING_LISTED
 from agent_server.types import (
     LOCAL_PRINCIPAL,
+    UNTITLED,
     CompactionRecord,
     Message,
     PendingApproval,
@@ -56,8 +57,11 @@ class _Session:
     def head_seq(self) -> int:
         return self.messages[-1].seq if self.messages else 0
 
-    def touch(self) -> None:
+    def touch(self, *, title: str | None = None) -> None:
+        """Updated now; and named `title` if it has no title yet (`UNTITLED`)."""
         self.updated_at = utc_now()
+        if title is not None and self.title == UNTITLED:
+            self.title = title
 
 
 class MemoryStore:
@@ -161,7 +165,7 @@ class MemoryStore:
             raise StoreError(f"turn {record.turn_id!r} already exists in session {record.session_id!r}")
         session.turns.pop(record.turn_id, None)
         session.turns[record.turn_id] = (next(self._ordinals), record)  # last: its place is where it began
-        session.touch()
+        session.touch(title=common.first_title(record))
         return history
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
@@ -176,7 +180,7 @@ class MemoryStore:
         session.messages.extend(
             StoredMessage(seq=head + i, turn_id=record.turn_id, message=m) for i, m in enumerate(messages, start=1)
         )
-        session.touch()
+        session.touch(title=common.first_title(record))
         return True
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:

@@ -68,6 +68,7 @@ from agent_server.store._pg_db import Conn
 from agent_server.store.base import MAX_PENDING_LISTED, SharedTask
 from agent_server.types import (
     LOCAL_PRINCIPAL,
+    UNTITLED,
     CompactionRecord,
     ErrorInfo,
     Message,
@@ -396,6 +397,8 @@ class PostgresStore:
             "record": common.dump(record),
             "owner": self.instance_id,
             "key": self.owner_key,
+            "title": None if (title := common.first_title(record)) is None else db.text(title),
+            "untitled": db.text(UNTITLED),
         }
 
     def _fenced_ok(self, session_id: str, epoch: int | None) -> bool:

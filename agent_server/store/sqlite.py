@@ -229,7 +229,7 @@ class SqliteStore:
                 "INSERT INTO turns (session_id, turn_id, status, record, owner) VALUES (?, ?, ?, ?, ?)",
                 (record.session_id, record.turn_id, record.status, dump(record), owner),
             )
-            touch(conn, record.session_id)
+            touch(conn, record.session_id, title=common.first_title(record))
             return history
 
         return await self._write(run)
@@ -240,7 +240,7 @@ class SqliteStore:
 
         def run(conn: sqlite3.Connection) -> bool:
             session_id = record.session_id
-            if not touch(conn, session_id):
+            if not touch(conn, session_id, title=common.first_title(record)):
                 return False
             conn.execute(
                 "INSERT INTO turns (session_id, turn_id, status, record, owner) VALUES (?, ?, ?, ?, ?)"

@@ -38,7 +38,16 @@ from agent_server.settings import ToolsOptions
 from agent_server.tools.arguments import ToolArguments, input_schema, parse_arguments
 from agent_server.tools.base import ProgressCallback, Screening, error_result, unknown_tool
 from agent_server.tools.workspace import PATH_HELP, Output, WorkspacePaths
-from agent_server.types import ContentPart, ImagePart, TextPart, ToolAnnotations, ToolCall, ToolResult, ToolSpec
+from agent_server.types import (
+    ContentPart,
+    ImagePart,
+    TextPart,
+    ToolAnnotations,
+    ToolCall,
+    ToolKind,
+    ToolResult,
+    ToolSpec,
+)
 
 if TYPE_CHECKING:
     import regex
@@ -106,13 +115,19 @@ _DESCRIPTIONS = {
         "has a time limit: avoid patterns that backtrack heavily, such as nested repeats."
     ),
 }
+_KINDS: dict[str, ToolKind] = {"read_file": "read", "list_dir": "read", "search_text": "search"}
 _READ_ONLY = ToolAnnotations(read_only=True, destructive=False, idempotent=True, open_world=False)
 SPECS: dict[str, ToolSpec] = {
     name: ToolSpec(
-        name=name, description=description, input_schema=input_schema(ARGUMENTS[name]), annotations=_READ_ONLY
+        name=name,
+        description=description,
+        input_schema=input_schema(ARGUMENTS[name]),
+        annotations=_READ_ONLY,
+        kind=_KINDS[name],
     )
     for name, description in _DESCRIPTIONS.items()
 }
+"""The read tools, always offered; `writes.SPECS` and `command.command_spec` are the others."""
 
 
 @dataclass(frozen=True)

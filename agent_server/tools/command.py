@@ -72,6 +72,7 @@ def command_spec(timeout_s: float, *, sandboxed: bool = False) -> ToolSpec:
         description=description,
         input_schema=input_schema(RunCommandArguments),
         annotations=ANNOTATIONS,
+        kind="execute",
     )
 
 

@@ -87,6 +87,7 @@ SPECS: dict[str, ToolSpec] = {
         description=description,
         input_schema=input_schema(ARGUMENTS[name]),
         annotations=_ANNOTATIONS[name],
+        kind="edit",
     )
     for name, description in _DESCRIPTIONS.items()
 }

@@ -97,7 +97,7 @@ async def opened(settings: Settings, environ: Mapping[str, str], *, provider: st
     def build() -> Tracing:
         from agent_server.tracing.setup import Tracing
 
-        return Tracing.from_environment(settings, environ, provider=provider)
+        return Tracing.from_environment(settings, environ, provider=provider, given=overriding_provider())
 
     tracing = await anyio.to_thread.run_sync(build)
     try:

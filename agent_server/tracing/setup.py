@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping
-from importlib import metadata
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
@@ -26,10 +25,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 
 from agent_server.llm.base import LLMClient
 from agent_server.settings import Settings
-from agent_server.tracing import overriding_provider
 from agent_server.tracing.content import Content, environment_secrets
 from agent_server.tracing.llm import TracedLLM
 from agent_server.tracing.spans import OtelTelemetry
+from agent_server.version import version
 
 logger = logging.getLogger(__name__)
 
@@ -38,32 +37,28 @@ FLUSH_TIMEOUT_MS = 1000
 """How long leaving the runtime waits for pending spans to be exported."""
 
 
-def _version() -> str:
-    try:
-        return metadata.version("agent-server")
-    except metadata.PackageNotFoundError:
-        return "0"
-
-
 class Tracing:
     """One runtime's tracing: the hooks for the loop, the model wrapper, and the provider to flush."""
 
     def __init__(self, provider: trace.TracerProvider, *, content: Content | None, model_provider: str | None) -> None:
         self.provider = provider
-        tracer = provider.get_tracer(SERVICE, _version())
+        tracer = provider.get_tracer(SERVICE, version())
         self.telemetry = OtelTelemetry(tracer, content=content, provider=model_provider)
         self._tracer = tracer
         self._content = content
         self._model_provider = model_provider
 
     @classmethod
-    def from_environment(cls, settings: Settings, environ: Mapping[str, str], *, provider: str | None) -> Tracing:
+    def from_environment(
+        cls, settings: Settings, environ: Mapping[str, str], *, provider: str | None, given: object | None = None
+    ) -> Tracing:
+        """`given`: the provider of `agent_server.tracing.use_provider`, if any (see `tracer_provider`)."""
         options = settings.tracing
         content = None
         if options.content:
             secrets = [s for config in settings.mcp_servers.values() for s in config.secrets]
             content = Content([*secrets, *environment_secrets(environ)], options.content_max_chars)
-        return cls(tracer_provider(environ), content=content, model_provider=provider)
+        return cls(tracer_provider(environ, given), content=content, model_provider=provider)
 
     def wrap_llm(self, llm: LLMClient) -> LLMClient:
         return TracedLLM(llm, self._tracer, content=self._content, provider=self._model_provider)
@@ -75,10 +70,9 @@ class Tracing:
             flush(FLUSH_TIMEOUT_MS)
 
 
-def tracer_provider(environ: Mapping[str, str]) -> trace.TracerProvider:
-    """The provider of `use_provider`, else the program's own if it set one, else a new one from the environment,
-    installed globally."""
-    given = overriding_provider()
+def tracer_provider(environ: Mapping[str, str], given: object | None = None) -> trace.TracerProvider:
+    """`given` (the provider of `use_provider`), else the program's own if it set one, else a new one from the
+    environment, installed globally."""
     if isinstance(given, trace.TracerProvider):
         return given
     current = trace.get_tracer_provider()
@@ -92,7 +86,7 @@ def tracer_provider(environ: Mapping[str, str]) -> trace.TracerProvider:
 
 
 def _resource() -> Resource:
-    resource = Resource.create({SERVICE_VERSION: _version()})
+    resource = Resource.create({SERVICE_VERSION: version()})
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: SERVICE}))
     return resource

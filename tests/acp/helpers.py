@@ -21,6 +21,7 @@ from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 from tests.subprocess.helpers import ServerDirs, server_env
 
 WAIT_S = 20
+ENDED = ("completed", "failed")
 
 READ_ROUND: list[dict[str, Any]] = [
     {"content": "Let me look.", "tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
@@ -71,6 +72,14 @@ class RecordingClient:
     async def wait_for_kind(self, session_id: str, kind: str) -> None:
         await self.wait_until(lambda: kind in self.kinds(session_id))
 
+    def ended(self, session_id: str | None = None) -> list[Any]:
+        """The `tool_call_update`s that end a call (`completed` or `failed`), in order."""
+        return [
+            u
+            for s, u in self.updates
+            if session_id in (None, s) and u.session_update == "tool_call_update" and u.status in ENDED
+        ]
+
     def texts(self, session_id: str, kind: str = "agent_message_chunk") -> str:
         return "".join(u.content.text for s, u in self.updates if s == session_id and u.session_update == kind)
 
@@ -103,6 +112,16 @@ async def spawned(
             recorder.process = process
             await conn.initialize(protocol_version=1)
             yield conn, recorder
+
+
+async def full_record(dirs: ServerDirs, turn: dict[str, Any]) -> dict[str, Any]:
+    """The whole stored record of a turn (`_meta.agent_server.turn` is its summary), read over MCP."""
+    from mcp import Client
+
+    from tests.subprocess.helpers import structured
+
+    async with Client(dirs.params([], script="reader.json"), mode="auto") as client:
+        return await structured(client, "turn_get", {"turn_id": turn["turn_id"], "detail": "full"})
 
 
 PYTHON = sys.executable

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,11 @@ import pytest
 from acp import RequestError
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import McpServerStdio
+from mcp import Client
 
-from tests.acp.helpers import READ_ROUND, WAIT_S, RecordingClient, make_workspace, spawned
+from tests.acp.helpers import READ_ROUND, WAIT_S, RecordingClient, full_record, make_workspace, spawned
 from tests.mounts.conftest import NODE_MODULES
-from tests.subprocess.helpers import ServerDirs
+from tests.subprocess.helpers import ServerDirs, structured
 from tests.unit.mounts.helpers import alive, poll_until, read_pid
 
 pytestmark = pytest.mark.anyio
@@ -42,6 +44,7 @@ async def test_a_prompt_with_one_tool_round_streams_the_updates_in_order(dirs: S
             "agent_message_chunk",
             "tool_call",
             "tool_call_update",
+            "tool_call_update",
             "agent_message_chunk",
             "usage_update",
         ]
@@ -49,11 +52,12 @@ async def test_a_prompt_with_one_tool_round_streams_the_updates_in_order(dirs: S
         call = next(u for u in updates if u.session_update == "tool_call")
         assert (call.kind, call.status, call.raw_input, call.title) == (
             "read",
-            "in_progress",
+            "pending",
             {"path": "notes.txt"},
             "read_file",
         )
-        done = next(u for u in updates if u.session_update == "tool_call_update")
+        running, done = [u for u in updates if u.session_update == "tool_call_update"]
+        assert running.tool_call_id == call.tool_call_id and running.status == "in_progress"
         assert done.tool_call_id == call.tool_call_id and done.status == "completed"
         assert "pomegranate" in done.content[0].content.text
         assert client.texts(session) == "Let me look.The word is pomegranate."
@@ -75,7 +79,7 @@ async def test_the_session_tools_are_confined_to_its_cwd(dirs: ServerDirs) -> No
     async with spawned(dirs, script) as (conn, client):
         session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
         await conn.prompt(session_id=session, prompt=[acp.text_block("Read it")])
-        done = next(u for s, u in client.updates if u.session_update == "tool_call_update")
+        (done,) = client.ended(session)
         assert done.status == "failed"
         assert "not in the session" not in done.content[0].content.text
 
@@ -106,7 +110,7 @@ async def test_cancel_ends_a_slow_turn_as_cancelled_and_the_session_goes_on(dirs
         with anyio.fail_after(WAIT_S):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(prompt)
-                await client.wait_for_kind(session, "tool_call_update")  # the turn runs: its model call is slow
+                await client.wait_until(lambda: bool(client.ended(session)))  # the turn runs: its model call is slow
                 await conn.cancel(session_id=session)
         response = result["response"]
         assert response.stop_reason == "cancelled"
@@ -170,10 +174,12 @@ async def test_load_replays_the_compaction_summary_first(dirs: ServerDirs) -> No
         replayed = [
             (u.session_update, u.content.text) for s, u in client.updates if u.session_update.endswith("message_chunk")
         ]
-        assert replayed == [
+        assert replayed[:2] == [
             ("agent_message_chunk", "Summary of the earlier conversation:\n\nSummary: the user asked once."),
             ("agent_message_chunk", "First answer."),
         ]
+        assert replayed[2] == ("user_message_chunk", "/compact keep it short")  # after the summary it made
+        assert replayed[3][1].startswith("Compacted 1 messages (llm summary); 1 kept") and len(replayed) == 4
 
 
 @pytest.fixture
@@ -196,7 +202,7 @@ async def test_a_client_provided_stdio_mcp_server_is_used_in_a_turn(dirs: Server
         response = await conn.prompt(session_id=session, prompt=[acp.text_block("Echo something")])
         assert response.stop_reason == "end_turn"
         call = next(u for s, u in client.updates if u.session_update == "tool_call")
-        done = next(u for s, u in client.updates if u.session_update == "tool_call_update")
+        (done,) = client.ended(session)
         assert (call.kind, done.status) == ("other", "completed")
         assert done.content[0].content.text == "Echo: hi from the editor"
 
@@ -314,7 +320,9 @@ async def test_a_write_asks_the_editor_and_runs_only_when_allowed(
     assert asked_session == session and tool_call.kind == "edit" and tool_call.raw_input["path"] == "out.txt"
     assert len(options) == 4
     assert (project / "out.txt").exists() is written
-    assert [(a["tool"], a["channel"], a["decision"]) for a in turn["approvals"]] == [("write_file", "acp", decision)]
+    assert turn["approval_count"] == 1  # the summary counts them; the whole record lists them
+    approvals = (await full_record(dirs, turn))["approvals"]
+    assert [(a["tool"], a["channel"], a["decision"]) for a in approvals] == [("write_file", "acp", decision)]
 
 
 HIDDEN_PAYLOAD = "ls #" + "\u200b" * 200 + "\necho PAYLOAD > pwned.txt"
@@ -377,7 +385,8 @@ async def test_cancel_resolves_a_pending_permission_request_as_cancelled(dirs: S
     assert response.stop_reason == "cancelled"
     turn = turn_of(response)
     assert turn["status"] == "cancelled"
-    assert [(a["tool"], a["decision"]) for a in turn["approvals"]] == [("write_file", "cancelled")]
+    approvals = (await full_record(dirs, turn))["approvals"]
+    assert [(a["tool"], a["decision"]) for a in approvals] == [("write_file", "cancelled")]
     assert not (project / "out.txt").exists()
 
 
@@ -414,3 +423,170 @@ async def test_lines_that_are_no_message_are_answered_as_invalid_and_the_session
     assert all(e["jsonrpc"] == "2.0" and e["id"] is None for e in errors)
     assert "batches are not supported" in errors[0]["error"]["message"]
     assert "not a number" in errors[1]["error"]["message"]
+
+
+async def test_load_replays_a_rejected_call_as_failed_as_it_was_live(dirs: ServerDirs) -> None:
+    """Before, the replay said `completed` for every call, the user's rejection included (its text was the
+    "the user denied ..." error the model read)."""
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, WRITE_ROUND, "--allow-write", client=RecordingClient(choice="reject_once")) as (
+        conn,
+        live,
+    ):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Write out.txt")])
+    live_ends = [u.status for _, u in live.updates if u.session_update == "tool_call_update"]
+    assert live_ends[-1:] == ["failed"]
+
+    async with spawned(dirs, []) as (conn, client):
+        await conn.load_session(cwd=str(project), session_id=session, mcp_servers=[])
+        ends = [u for _, u in client.updates if u.session_update == "tool_call_update"]
+        assert [u.status for u in ends] == ["failed"]
+        assert "the user denied write_file" in ends[0].content[0].content.text
+
+
+async def test_the_usage_carries_the_cache_and_reasoning_counts(dirs: ServerDirs) -> None:
+    """Before, a prompt's `usage` and its `usage_update` said nothing of the cache reads and writes and of the
+    reasoning tokens, which the record's usage has."""
+    project = make_workspace(dirs.root / "project")
+    usage = {
+        "prompt_tokens": 100,
+        "completion_tokens": 20,
+        "cache_read_tokens": 60,
+        "cache_write_tokens": 30,
+        "reasoning_tokens": 8,
+    }
+    async with spawned(dirs, [{"content": "Cached.", "usage": usage}]) as (conn, client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Hello")])
+        await client.wait_for_kind(session, "usage_update")
+    assert response.usage is not None
+    counts = response.usage
+    assert (counts.input_tokens, counts.output_tokens, counts.total_tokens) == (100, 20, 120)
+    assert (counts.cached_read_tokens, counts.cached_write_tokens, counts.thought_tokens) == (60, 30, 8)
+    update = next(u for _, u in client.updates if u.session_update == "usage_update")
+    assert update.used == 120
+    assert update.field_meta["agent_server"]["usage"] == {
+        "cache_read_tokens": 60,
+        "cache_write_tokens": 30,
+        "reasoning_tokens": 8,
+    }
+
+
+async def test_a_call_cancelled_while_its_permission_is_asked_ends_failed(dirs: ServerDirs) -> None:
+    """Before, the call announced by `tool_call` never got a final status once the turn was cancelled with its
+    permission request open: the editor's card stayed running."""
+    project = make_workspace(dirs.root / "project")
+    client = NeverAnswers()
+    async with spawned(dirs, WRITE_ROUND, "--allow-write", client=client) as (conn, _):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: conn.prompt(session_id=session, prompt=[acp.text_block("Write out.txt")]))
+            await client.wait_until(lambda: bool(client.permission_requests))
+            await conn.cancel(session_id=session)
+        calls = [u for _, u in client.updates if u.session_update in ("tool_call", "tool_call_update")]
+    ((_, asked, _),) = client.permission_requests
+    assert {u.tool_call_id for u in calls} == {asked.tool_call_id}
+    assert calls[-1].session_update == "tool_call_update" and calls[-1].status == "failed"
+    assert "cancelled" in calls[-1].content[0].content.text
+
+
+@dataclass
+class SeesTheCall(RecordingClient):
+    """Records, with each permission request, the updates of its call sent before it."""
+
+    seen_before: list[list[tuple[str, str | None]]] = field(default_factory=list[list[tuple[str, str | None]]])
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any) -> Any:
+        call_updates = [u for _, u in self.updates if getattr(u, "tool_call_id", None) == tool_call.tool_call_id]
+        self.seen_before.append([(u.session_update, u.status) for u in call_updates])
+        return await super().request_permission(session_id, tool_call, options, **kwargs)
+
+
+async def test_a_call_is_pending_until_allowed_then_in_progress(dirs: ServerDirs) -> None:
+    """Before, a call waiting for its permission was announced `in_progress` (running) before the request said
+    `pending`; ACP's `pending` is awaiting approval or not started."""
+    project = make_workspace(dirs.root / "project")
+    script = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        *WRITE_ROUND,
+    ]
+    client = SeesTheCall(choice="allow_once")
+    async with spawned(dirs, script, "--allow-write", client=client) as (conn, _):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Read, then write out.txt")])
+    assert client.seen_before == [[("tool_call", "pending")]]
+
+    def statuses(name: str) -> list[tuple[str, str | None]]:
+        call_id = next(u.tool_call_id for _, u in client.updates if u.session_update == "tool_call" and u.title == name)
+        return [(u.session_update, u.status) for _, u in client.updates if getattr(u, "tool_call_id", None) == call_id]
+
+    running = [("tool_call", "pending"), ("tool_call_update", "in_progress"), ("tool_call_update", "completed")]
+    assert statuses("read_file") == running  # needs no approval: running at once
+    assert statuses("write_file") == running  # running once allowed
+    assert (project / "out.txt").read_text() == "written"
+
+
+async def test_a_session_is_listed_with_its_first_prompt_as_title(dirs: ServerDirs) -> None:
+    """Before, every session an editor made was listed as "Untitled session"."""
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, [{"content": "One."}, {"content": "Two."}]) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Refactor the parser\nplease")])
+        await conn.prompt(session_id=session, prompt=[acp.text_block("And the lexer")])
+        (listed,) = (await conn.list_sessions()).sessions
+    assert listed.title == "Refactor the parser please"
+
+
+async def test_load_replays_the_slash_command_turns_in_their_place(dirs: ServerDirs) -> None:
+    """Before, a `/tools` turn was missing from the replay (the model's turns were there, not the commands')."""
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, [{"content": "Hi."}]) as (conn, live):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=[acp.text_block("/tools")])
+        await conn.prompt(session_id=session, prompt=[acp.text_block("Hello")])
+        listing = live.texts(session).removesuffix("Hi.")
+        (listed,) = (await conn.list_sessions()).sessions
+    assert "read_file" in listing
+    assert listed.title == "Hello"  # a command names no session
+
+    async with spawned(dirs, [{"expect_contains": "Hello", "content": "Yes."}]) as (conn, client):
+        await conn.load_session(cwd=str(project), session_id=session, mcp_servers=[])
+        replayed = [
+            (u.session_update, u.content.text) for _, u in client.updates if u.session_update.endswith("message_chunk")
+        ]
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Did the model see /tools?")])
+    assert replayed == [
+        ("user_message_chunk", "/tools"),
+        ("agent_message_chunk", listing),
+        ("user_message_chunk", "Hello"),
+        ("agent_message_chunk", "Hi."),
+    ]
+    assert turn_of(response)["status"] == "completed"
+
+
+async def test_a_prompts_answer_carries_the_same_turn_summary_as_mcp_results(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, READ_ROUND) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("What is the secret word?")])
+    summary = turn_of(response)
+    async with Client(dirs.params([], script="reader.json"), mode="auto") as client:
+        over_mcp = await structured(client, "turn_get", {"turn_id": summary["turn_id"]})
+    assert summary == over_mcp
+    assert "tool_rounds" not in summary and summary["tool_calls"][0]["name"] == "read_file"
+
+
+async def test_a_prompt_chooses_its_turns_options_in_meta_as_run_turn_does_over_mcp(dirs: ServerDirs) -> None:
+    project = make_workspace(dirs.root / "project")
+    script = [{"tool_calls": [{"name": "list_dir", "arguments": {}}]}]
+    async with spawned(dirs, script) as (conn, _client):
+        session = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+        limited = {"agent_server": {"options": {"max_tool_passes": 0}}}
+        response = await conn.prompt(session_id=session, prompt=[acp.text_block("Look around")], **limited)
+        assert response.stop_reason == "max_turn_requests" and turn_of(response)["status"] == "halted"
+        with pytest.raises(RequestError) as caught:
+            bad = {"agent_server": {"options": {"max_tool_passes": -1, "colour": "red"}}}
+            await conn.prompt(session_id=session, prompt=[acp.text_block("Again")], **bad)
+    assert caught.value.code == -32602
+    assert "max_tool_passes" in str(caught.value) and "colour: unknown argument" in str(caught.value)

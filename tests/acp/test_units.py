@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -18,17 +19,24 @@ from acp.agent.connection import AgentSideConnection
 from acp.client.connection import ClientSideConnection
 from acp.schema import HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 
-import agent_server.acp.updates as updates_module
+import agent_server.doors.stream as stream_module
+from agent_server import AgentRuntime, Settings
 from agent_server.acp.commands import parse_command
 from agent_server.acp.mcp_servers import mount_configs
 from agent_server.acp.permissions import AcpApprovalChannel
 from agent_server.acp.prompt_blocks import prompt_text
-from agent_server.acp.updates import TurnUpdates, Update, replay, tool_kind
+from agent_server.acp.updates import Update, replay, turn_updates, update_for
 from agent_server.acp.wire import NdjsonWire, parse_message
 from agent_server.approvals import ApprovalRequest
+from agent_server.doors.show import shown
+from agent_server.doors.stdio import LineReader, WireWriter
+from agent_server.doors.transcript import transcript
 from agent_server.errors import InvalidArgument
 from agent_server.events import DoneEvent, TokenEvent, ToolResultEvent, ToolStartEvent, TurnEvent
 from agent_server.presentation import Presentation
+from agent_server.testing import ScriptedLLM
+from agent_server.tools.builtin import SPECS as READ_SPECS
+from agent_server.tools.writes import SPECS as WRITE_SPECS
 from agent_server.types import Message, SessionHistory, StoredMessage, TextPart, ToolCall, ToolResult, Usage
 from tests.acp.helpers import RecordingClient
 from tests.fakes.clock import booted_clock
@@ -43,18 +51,18 @@ async def test_token_deltas_are_coalesced_and_flushed_before_a_tool_call(
     uptime_s: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The coalescing must not depend on how long the machine has been up (its monotonic clock's reading).
-    monkeypatch.setattr(updates_module, "time", booted_clock(uptime_s))
+    monkeypatch.setattr(stream_module, "time", booted_clock(uptime_s))
     sent: list[Update] = []
 
     async def send(update: Update) -> None:
         sent.append(update)
 
-    updates = TurnUpdates(send, flush_interval=3600, context_window=1000)
+    updates = turn_updates(send, flush_interval=3600, context_window=1000)
     call = ToolCall(id="c1", name="search_text", arguments={"pattern": "x"})
     await updates(TurnEvent(**IDS, prompt="p"))
     for delta in ["Let ", "me ", "look."]:
         await updates(TokenEvent(**IDS, delta=delta))
-    await updates(ToolStartEvent(**IDS, tool_round=1, call=call))
+    await updates(ToolStartEvent(**IDS, tool_round=1, call=call, kind="search"))
     result = ToolResult(call_id="c1", name="search_text", is_error=True, content=[TextPart(text="bad pattern")])
     await updates(ToolResultEvent(**IDS, tool_round=1, result=result))
     await updates(TokenEvent(**IDS, delta="Done."))
@@ -74,21 +82,24 @@ async def test_token_deltas_are_coalesced_and_flushed_before_a_tool_call(
     texts = [u.content.text for u in sent if u.session_update == "agent_message_chunk"]
     assert texts == ["Let ", "me look.", "Done."]
     start, done, usage = sent[2], sent[3], sent[5]
-    assert (start.kind, start.status, start.raw_input) == ("search", "in_progress", {"pattern": "x"})
+    assert (start.kind, start.status, start.raw_input) == ("search", "pending", {"pattern": "x"})
     assert (done.status, done.content[0].content.text) == ("failed", "bad pattern")
     assert (usage.used, usage.size, usage.cost.amount, usage.cost.currency) == (42, 1000, 0.5, "USD")
     assert updates.turn_id == "turn_1"
 
 
-def test_tool_kinds() -> None:
-    assert [tool_kind(n) for n in ["read_file", "list_dir", "search_text", "edit_file", "run_command", "x__y"]] == [
-        "read",
-        "read",
-        "search",
-        "edit",
-        "execute",
-        "other",
-    ]
+async def test_each_built_in_tool_is_drawn_with_the_kind_its_spec_declares(tmp_path: Path) -> None:
+    settings = Settings(workspace=tmp_path, state_dir=tmp_path / "state", tools={"write": True, "exec": True})
+    async with AgentRuntime(settings, llm=ScriptedLLM([])) as runtime:
+        specs = (await runtime.agent_tools()).tools
+    assert {s.name for s in specs} >= set(READ_SPECS) | set(WRITE_SPECS)  # every built-in tool, from the registry
+    for spec in specs:
+        assert spec.kind != "other", f"{spec.name} declares no kind"
+        event = ToolStartEvent(**IDS, tool_round=1, call=ToolCall(id="c1", name=spec.name), kind=spec.kind)
+        item = shown(event)
+        assert item is not None and update_for(item).kind == spec.kind
+    unknown = shown(ToolStartEvent(**IDS, tool_round=1, call=ToolCall(id="c2", name="git__log")))
+    assert unknown is not None and update_for(unknown).kind == "other"  # a mounted tool declares none
 
 
 def test_replay_puts_the_summary_first_then_each_message() -> None:
@@ -102,7 +113,9 @@ def test_replay_puts_the_summary_first_then_each_message() -> None:
     history = SessionHistory(
         summary="earlier", messages=[StoredMessage(seq=i, turn_id="t", message=m) for i, m in enumerate(messages)]
     )
-    kinds = [(u.session_update, getattr(getattr(u, "content", None), "text", None)) for u in replay(history)]
+    kinds = [
+        (u.session_update, getattr(getattr(u, "content", None), "text", None)) for u in replay(transcript(history))
+    ]
     assert kinds == [
         ("agent_message_chunk", "Summary of the earlier conversation:\n\nearlier"),
         ("user_message_chunk", "hi"),
@@ -148,8 +161,8 @@ def test_client_mcp_servers_become_mount_configs(tmp_path: Path) -> None:
 
 def test_slash_commands_are_parsed_and_other_prompts_are_left_to_the_model() -> None:
     compact = parse_command("/compact keep the decisions\nand names")
-    assert compact is not None and compact[1] == "keep the decisions\nand names"
-    assert parse_command("/tools") is not None and parse_command("/fork")[1] == ""  # type: ignore[index]
+    assert compact is not None and (compact.name, compact.args) == ("compact", "keep the decisions\nand names")
+    assert parse_command("/tools") is not None and parse_command("/fork").args == ""  # type: ignore[union-attr]
     assert parse_command("/unknown thing") is None and parse_command("compact") is None and parse_command("/") is None
 
 
@@ -192,6 +205,7 @@ async def test_permission_choices_map_to_the_gate_decisions(choice: str | None, 
         arguments={"path": "a.py", "old_text": "a", "new_text": "b"},
         shown=Presentation("path: a.py"),
         source="builtin",
+        kind="edit",
         session_id="ses_1",
         call_id="c1",
     )
@@ -207,14 +221,18 @@ async def test_permission_choices_map_to_the_gate_decisions(choice: str | None, 
 
 
 async def test_the_wire_ends_at_a_line_longer_than_its_limit_keeping_the_lines_before_it() -> None:
-    reader = asyncio.StreamReader()
     first = b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}'
-    reader.feed_data(first + b"\n" + b"x" * 4096 + b"\n" + first + b"\n")
-    reader.feed_eof()
-    wire = NdjsonWire(reader, cast(asyncio.StreamWriter, None), max_line_bytes=1024)  # nothing is answered here
-
-    assert await wire.receive() == json.loads(first)
-    assert await wire.receive() is None  # the stream cannot resynchronise after a cut line: it ends
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, first + b"\n" + b"x" * 4096 + b"\n" + first + b"\n")
+        os.close(write_fd)
+        reader = LineReader(read_fd, max_line_bytes=1024)
+        wire = NdjsonWire(reader, cast(WireWriter, None))  # nothing is answered here
+        with anyio.fail_after(5):
+            assert await wire.receive() == json.loads(first)
+            assert await wire.receive() is None  # the stream cannot resynchronise after a cut line: it ends
+    finally:
+        os.close(read_fd)
 
 
 @pytest.mark.parametrize(

@@ -94,11 +94,13 @@ async def test_a_session_made_over_mcp_is_continued_over_acp_and_read_back_over_
         await conn.resume_session(cwd=str(dirs.workspace), session_id=session, mcp_servers=[])
         response = await conn.prompt(session_id=session, prompt=[acp.text_block("Which word?")])
         assert response.stop_reason == "end_turn"
+        await conn.prompt(session_id=session, prompt=[acp.text_block("/sessions")])
 
     async with Client(dirs.params([], script="last.json"), mode="auto") as client:
         stored = await structured(client, "session_get", {"session_id": session})
-    assert statuses(stored) == ["completed", "completed"]
-    assert [t["final_text"] for t in stored["turns"]] == ["Noted: the word is kiwi.", "It was kiwi."]
+    assert statuses(stored) == ["completed", "completed", "completed"]
+    assert [t["final_text"] for t in stored["turns"]][:2] == ["Noted: the word is kiwi.", "It was kiwi."]
+    assert [t.get("command") for t in stored["turns"]] == [None, None, "sessions"]  # the editor's command turn
 
 
 async def test_sigterm_during_a_turn_records_it_cancelled_and_exits(dirs: ServerDirs) -> None:
@@ -116,7 +118,7 @@ async def test_sigterm_during_a_turn_records_it_cancelled_and_exits(dirs: Server
                 await conn.prompt(session_id=session, prompt=[acp.text_block("Take your time")])
 
         tg.start_soon(prompt)
-        await client.wait_for_kind(session, "tool_call_update")
+        await client.wait_until(lambda: bool(client.ended(session)))
         process = client.process
         process.send_signal(signal.SIGTERM)
         with anyio.fail_after(WAIT_S):
@@ -125,3 +127,15 @@ async def test_sigterm_during_a_turn_records_it_cancelled_and_exits(dirs: Server
     async with Client(dirs.params([], script="last.json"), mode="auto") as client:
         stored = await structured(client, "session_get", {"session_id": session})
     assert statuses(stored) == ["cancelled"]
+
+
+async def test_the_agent_exits_at_end_of_input(dirs: ServerDirs) -> None:
+    """At end of input nothing is left to do: the agent leaves at once (editors SIGTERM it 100 ms later). The bound
+    here is only a generous limit (a loaded machine); `bench/end_of_input.py` measures the time itself."""
+    project = make_workspace(dirs.root / "project")
+    async with spawned(dirs, []) as (conn, client):
+        await conn.new_session(cwd=str(project), mcp_servers=[])
+        process = client.process
+        process.stdin.close()
+        with anyio.fail_after(2):
+            assert await process.wait() == 0

@@ -15,6 +15,7 @@ from agent_server.errors import ConfigError
 from agent_server.llm.scripted import ScriptedLLM
 from agent_server.runtime import fixed_llm
 from agent_server.server.app import create_server
+from agent_server.tools.builtin import SPECS as READ_TOOLS
 from tests.interaction.harness import make_settings
 
 pytestmark = pytest.mark.anyio
@@ -56,7 +57,7 @@ async def test_client_model_runs_a_tool_round_in_the_handshake_era(tmp_path: Pat
     assert record["status"] == "completed", record
     assert record["final_text"] == "The file says: water is wet"
     assert record["tool_rounds"][0]["requested_tools"][0]["name"] == "read_file"
-    assert {t.name for t in model.requests[0].tools or []} == {"read_file", "list_dir", "search_text"}
+    assert {t.name for t in model.requests[0].tools or []} == set(READ_TOOLS)
     assert model.requests[0].system_prompt
 
 

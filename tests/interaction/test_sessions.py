@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_server.tools.builtin import SPECS as READ_TOOLS
 from tests.interaction.harness import MODES, connect
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", MODES)]
@@ -134,7 +135,7 @@ async def test_preflight_compaction_runs_under_token_pressure(tmp_path: Path, mo
 async def test_agent_tools_lists_builtin_tools(tmp_path: Path, mode: str) -> None:
     async with connect(tmp_path, mode=mode) as h:
         result = (await h.call("agent_tools")).structured_content
-    assert {t["name"] for t in result["tools"]} == {"read_file", "list_dir", "search_text"}
+    assert {t["name"] for t in result["tools"]} == set(READ_TOOLS)
     assert {t["source"] for t in result["tools"]} == {"builtin"}
     assert all(t["input_schema"]["type"] == "object" for t in result["tools"])
     assert result["servers"] == []
@@ -155,3 +156,22 @@ async def test_session_get_pages_the_history(tmp_path: Path, mode: str) -> None:
     assert rest.structured_content["next_history_cursor"] is None
     assert (len(default["history"]), default["next_history_cursor"]) == (6, None)
     assert (plain["history"], plain["next_history_cursor"]) == (None, None)
+
+
+async def test_a_session_made_without_a_title_takes_its_first_prompt(tmp_path: Path, mode: str) -> None:
+    """Before, such a session stayed "Untitled session" (only a session a turn made got the prompt's title)."""
+    long_prompt = "Please look at the failing test in   tests/unit and tell me why it fails " + "x" * 80
+    script = [{"content": "one"}, {"content": "two"}, {"content": "three"}]
+    async with connect(tmp_path, script, mode=mode) as h:
+        untitled = (await h.call("session_create")).structured_content
+        named = (await h.call("session_create", {"title": "mine"})).structured_content
+        before = (await h.call("session_list")).structured_content["sessions"]
+        await h.call("run_turn", {"prompt": long_prompt, "session_id": untitled["session_id"]})
+        await h.call("run_turn", {"prompt": "a second prompt", "session_id": untitled["session_id"]})
+        await h.call("run_turn", {"prompt": "not the title", "session_id": named["session_id"]})
+        after = (await h.call("session_list")).structured_content["sessions"]
+    assert [s["title"] for s in before] == ["mine", "Untitled session"]
+    title = after[1]["title"]
+    assert title.startswith("Please look at the failing test in tests/unit and tell me") and title.endswith("…")
+    assert len(title) == 60
+    assert after[0]["title"] == "mine"

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(autouse=True)
 def quick_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     """The server's suggested poll interval (1 s) would only make these tests slow."""
-    monkeypatch.setattr("agent_server.server.tasks.POLL_INTERVAL_MS", 20)
+    monkeypatch.setattr("agent_server.server.tasks.modern.POLL_INTERVAL_MS", 20)
 
 
 WRITE = {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "hi"}}]}

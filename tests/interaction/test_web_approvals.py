@@ -19,6 +19,7 @@ from agent_server.llm.scripted import ScriptedLLM
 from agent_server.runtime import AgentRuntime
 from agent_server.server.app import create_server
 from agent_server.settings import ApprovalSettings, Settings, ToolsOptions
+from agent_server.turn_options import TurnOptions
 from agent_server.types import PendingApproval
 from tests.interaction.harness import MODES, make_settings
 from tests.interaction.test_approvals import ALLOW_ONCE, User
@@ -189,7 +190,7 @@ async def test_an_acp_style_turn_with_its_own_channel_asks_the_page_when_web_is_
         records: list[Any] = []
 
         async def turn() -> None:
-            records.append(await runtime.run_turn("write it", approvals=Editor()))
+            records.append(await runtime.run_turn("write it", options=TurnOptions(approvals=Editor())))
 
         tg.start_soon(turn)
         question = await next_question(runtime)

@@ -11,12 +11,15 @@ import anyio
 import pytest
 
 from agent_server.settings import ApprovalSettings, ToolsOptions
+from agent_server.tools.command import command_spec
+from agent_server.tools.writes import SPECS as WRITE_SPECS
 from tests.interaction.harness import MODES, connect, make_settings
 from tests.interaction.test_approvals import ALLOW_ONCE, User
 
 pytestmark = pytest.mark.anyio
 
-CHANGING_TOOLS = {"write_file", "edit_file", "run_command"}
+CHANGING_TOOLS = {*WRITE_SPECS, command_spec(1).name}
+"""The built-in tools that change things, from their registration."""
 
 
 def _tool_messages(history: list[dict[str, Any]]) -> dict[str, str]:

@@ -134,3 +134,15 @@ def test_the_view_says_when_its_store_cannot_be_opened(tmp_path: Path, capsys: p
     state.write_text("")
     assert main(["view", "--state-dir", str(state), "--port", "0"]) == EXIT_CONFIG
     assert "cannot open the session store" in capsys.readouterr().err
+
+
+def test_version_is_the_one_every_door_reports(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent_server.mounts.transport import client_info
+    from agent_server.version import version
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    out = capsys.readouterr()
+    assert out.err == f"agent-server {version()}\n" and out.out == ""  # stdout is the wire
+    assert client_info().version == version()

@@ -8,7 +8,7 @@ import pytest
 
 from agent_server.errors import InvalidArgument
 from agent_server.ids import ID_MAX_CHARS, check_ids
-from agent_server.server.tasks import TASK_ID_BYTES
+from agent_server.server.tasks.registry import TASK_ID_BYTES
 from agent_server.types import new_id
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from agent_server.agent.context import TurnRequest
 from agent_server.agent.turn_state import TurnState
+from agent_server.turn_options import TurnOptions
 from agent_server.types import AssistantTurn, ErrorInfo, Message, Usage
 
 
 def test_a_record_handed_out_never_changes_and_the_first_ending_wins() -> None:
-    state = TurnState.begin(TurnRequest(prompt="hi", session_id="s1", trace_id="tr", max_tool_passes=3, model="m"))
+    state = TurnState.begin(
+        TurnRequest(prompt="hi", session_id="s1", trace_id="tr", max_tool_passes=3, options=TurnOptions(model="m"))
+    )
     begun = state.record
     assert (begun.status, begun.session_id, begun.trace_id, begun.prompt, begun.model) == (
         "running",

@@ -14,6 +14,7 @@ from agent_server.runtime import AgentRuntime
 from agent_server.runtime.park import InputRequest, Park, ParkedApprovals, ParkExpired, ParkFull
 from agent_server.settings import Settings
 from agent_server.testing import ScriptedLLM
+from agent_server.turn_options import TurnOptions
 
 pytestmark = pytest.mark.anyio
 
@@ -97,7 +98,9 @@ async def test_a_background_turn_waits_awaiting_input_and_goes_on_with_the_answe
     async with AgentRuntime(_settings(tmp_path), llm=llm) as runtime:
         park = runtime.new_park()
         with anyio.fail_after(10):
-            handle = await runtime.start_turn("write", park=park, approvals=ParkedApprovals(park, "task"))
+            handle = await runtime.start_turn(
+                "write", park=park, options=TurnOptions(approvals=ParkedApprovals(park, "task"))
+            )
             assert await handle.wait_for_input()
             assert handle.record.status == "awaiting_input"
             (request,) = park.pending()
@@ -117,7 +120,9 @@ async def test_a_turn_left_waiting_past_park_timeout_s_ends_cancelled_saying_so(
     async with AgentRuntime(settings, llm=ScriptedLLM([WRITE])) as runtime:
         park = runtime.new_park()
         with anyio.fail_after(10):
-            handle = await runtime.start_turn("write", park=park, approvals=ParkedApprovals(park, "task"))
+            handle = await runtime.start_turn(
+                "write", park=park, options=TurnOptions(approvals=ParkedApprovals(park, "task"))
+            )
             record = await handle.wait()
         stored = await runtime.get_turn(handle.session_id, handle.turn_id)
     assert record.status == "cancelled" and record.error is not None

@@ -18,6 +18,7 @@ from agent_server.errors import InvalidArgument
 from agent_server.events import AgentEvent
 from agent_server.store import _pg_db
 from agent_server.testing import ScriptedLLM
+from agent_server.turn_options import TurnOptions
 from agent_server.types import TurnRecord
 from tests.pg import fresh_schema
 
@@ -99,7 +100,7 @@ async def test_a_turn_waits_for_the_sessions_turn_on_the_other_replica(tmp_path:
                 group.start_soon(lambda: a.run_turn("first", session_id=session.session_id, on_event=started))
                 await started.begun.wait()
                 # While A's turn holds the session, B's waits: its deadline passes before it may begin.
-                waited = await b.run_turn("second", session_id=session.session_id, timeout_s=0.3)
+                waited = await b.run_turn("second", session_id=session.session_id, options=TurnOptions(timeout_s=0.3))
                 assert waited.status == "timed_out"
                 await b.cancel_turn(started.turn_id)
             after = await b.run_turn("second", session_id=session.session_id)

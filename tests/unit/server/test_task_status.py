@@ -11,7 +11,7 @@ import pytest
 from agent_server import AgentRuntime, Settings
 from agent_server.runtime import TurnHandle
 from agent_server.runtime.progress import QUEUED
-from agent_server.server.tasks import TaskRegistry, task_state
+from agent_server.server.tasks.registry import TaskRegistry, task_state
 from agent_server.testing import ScriptedLLM
 
 pytestmark = pytest.mark.anyio

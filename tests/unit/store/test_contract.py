@@ -11,6 +11,7 @@ from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotF
 from agent_server.ids import ID_MAX_CHARS, check_ids
 from agent_server.store.base import SessionStore
 from agent_server.types import (
+    UNTITLED,
     ErrorInfo,
     ImagePart,
     Message,
@@ -373,3 +374,20 @@ async def test_list_messages_pages_every_message_by_seq_with_archived_flags(stor
         await store.list_messages(session.session_id, cursor="bogus", limit=4)
     with pytest.raises(InvalidArgument):
         await store.list_messages(session.session_id, cursor=None, limit=0)
+
+
+async def test_an_untitled_session_takes_its_first_turns_prompt_as_title(store: SessionStore) -> None:
+    untitled = await store.create_session(title=UNTITLED, metadata={})
+    named = await store.create_session(title="named", metadata={})
+    await run_turn(store, untitled.session_id, prompt="first  prompt\nof the session")
+    await run_turn(store, untitled.session_id, prompt="second prompt")
+    await run_turn(store, named.session_id, prompt="a prompt")
+    assert (await store.get_session(untitled.session_id)).title == "first prompt of the session"
+    assert (await store.get_session(named.session_id)).title == "named"
+
+
+async def test_a_background_turn_stored_running_titles_its_session(store: SessionStore) -> None:
+    """A background turn's `running` record is written by `finish_turn` (before it begins)."""
+    session = await store.create_session(title=UNTITLED, metadata={})
+    assert await store.finish_turn(running(session.session_id, prompt="in the background"), [])
+    assert (await store.get_session(session.session_id)).title == "in the background"

@@ -13,6 +13,7 @@ import anyio.to_thread
 import pytest
 
 from agent_server.tools.builtin import LIST_DIR_MAX_ENTRIES, WorkspaceToolset
+from agent_server.tools.builtin import SPECS as READ_TOOLS
 from agent_server.types import ImagePart, TextPart, ToolCall, ToolResult
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +61,7 @@ def failed(result: ToolResult, *fragments: str) -> str:
 
 async def test_specs_are_builtin_with_strict_schemas(tools: WorkspaceToolset) -> None:
     specs = {spec.name: spec for spec in await tools.list_tools()}
-    assert set(specs) == {"read_file", "list_dir", "search_text"}
+    assert set(specs) == set(READ_TOOLS)
     for spec in specs.values():
         assert spec.source == "builtin"
         assert spec.description

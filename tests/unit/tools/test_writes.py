@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from agent_server.settings import ToolsOptions
+from agent_server.tools.builtin import SPECS as READ_TOOLS
 from agent_server.tools.builtin import WorkspaceToolset
 from agent_server.tools.writes import DIFF_MAX_LINES, short_diff
 from agent_server.types import ToolCall, ToolResult
@@ -189,7 +190,7 @@ def test_short_diff_numbers_hunks_as_in_the_whole_file_and_is_capped() -> None:
 
 async def test_write_tools_are_off_by_default(ws: Path) -> None:
     plain = WorkspaceToolset(ws, read_max_bytes=10, search_max_matches=1)
-    assert {spec.name for spec in await plain.list_tools()} == {"read_file", "list_dir", "search_text"}
+    assert {spec.name for spec in await plain.list_tools()} == set(READ_TOOLS)
     result = await call(plain, "write_file", path="x.txt", content="x")
     failed(result, "unknown tool")
     assert not (ws / "x.txt").exists()

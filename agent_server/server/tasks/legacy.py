@@ -15,8 +15,8 @@ reshape a tool call's result into a `CallToolResult`); without `task` the call r
 - `tasks/list`: this connection's tasks, newest first, paged by `nextCursor`;
 - `tasks/cancel`: cancels the turn and returns the task (`cancelled`); a task that already ended is `-32602`.
 
-An unknown task (or one of another connection or principal) is `-32602`. The tasks live in the same registry as the
-2026-07-28 ones (`tasks.py`), with the same ids, binding and bounds; `ttl` is null (kept while the process
+An unknown task (or one of another connection or principal) is `-32602`. The tasks live in the same registry as
+the 2026-07-28 ones (`registry.py`), with the same ids, binding and bounds; `ttl` is null (kept while the process
 runs, within the registry's bound).
 """
 
@@ -32,18 +32,19 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import ValidationError
 
 from agent_server.runtime import InputRequest, Park, TurnHandle
-from agent_server.server.handlers import Context
+from agent_server.server.input_requests import deliver, wire_request
 from agent_server.server.principals import caller_runtime
-from agent_server.server.tasks import (
+from agent_server.server.tasks.modern import start_task
+from agent_server.server.tasks.registry import (
     POLL_INTERVAL_MS,
     UNKNOWN_TASK,
     TaskEntry,
     TaskRegistry,
     cancel_task,
-    start_task,
     task_owner,
     task_state,
 )
+from agent_server.server.tool_kit import Context
 
 logger = logging.getLogger(__name__)
 
@@ -121,8 +122,6 @@ async def _wait_relaying_input(ctx: Context, handle: TurnHandle, task_id: str) -
 
 async def _relay(ctx: Context, park: Park, request: InputRequest, task_id: str) -> None:
     """Ask the client one of the turn's input requests and deliver its answer (a failure: a refusal)."""
-    from agent_server.server.input_requests import deliver, wire_request
-
     wire = wire_request(request)
     assert isinstance(wire, types.ElicitRequest)  # model calls are never relayed (`request.kind`)
     meta: dict[str, Any] = {**(wire.params.meta or {}), RELATED_TASK: {"taskId": task_id}}
