@@ -26,7 +26,12 @@ failures summed; and each variant's wall and CPU against the first's (ratios).
 
     python bench/http_load.py [--turns 200] [--delay 0.2] [--rounds 3] [--warmup 1]
         [--scenario modern|handshake|handshake-per-turn ...] [--store URL [--replicas 2]] [--against DIR]
-        [--auth] [--no-progress] [--json]
+        [--auth] [--no-progress] [--json] [--pid-file PATH]
+
+Each server (but `--against`'s, which may predate the setting) allows `max(64, --turns)` handshake-era MCP sessions
+(`limits.mcp_sessions`): `handshake-per-turn` opens one per turn, all for one principal. To profile the first
+server: `--rounds 20 --pid-file /tmp/http.pid &`, then `py-spy record -r 500 -f raw --nonblocking -d 20 --pid
+"$(cat /tmp/http.pid)" -o http.txt`.
 """
 
 from __future__ import annotations
@@ -151,6 +156,8 @@ class Load:
             return [sys.executable, str(BASELINE), "--host", HOST, "--port", str(port), "--delay", str(self.args.delay)]
         workspace, script = self.tmp / "workspace", self._script()
         config: dict[str, Any] = {"log_level": "WARNING"}
+        if variant.pythonpath is None:  # one principal opens a session per turn: room for a burst of them
+            config["limits"] = {"mcp_sessions": max(64, self.args.turns)}
         if self.args.auth:
             config["auth"] = {"tokens": {"bench": "sha256:" + hashlib.sha256(TOKEN.encode()).hexdigest()}}
         config_path = self.tmp / f"config-{name}.json"
@@ -183,6 +190,8 @@ class Load:
             started.append(Replica(port, process))
         for replica in started:
             await _wait_listening(replica)
+        if self.args.pid_file is not None and not self.replicas:  # the first variant's first replica
+            await anyio.Path(self.args.pid_file).write_text(str(started[0].process.pid))
         self.replicas[variant.label] = started
         for replica in started:  # untimed: the first turn loads the turn machinery
             await self._call_modern(replica)
@@ -496,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--auth", action="store_true", help="bearer tokens on every server and request")
     parser.add_argument("--no-progress", action="store_true", help="send no progress token")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--pid-file", metavar="PATH", help="write the first server's pid here (for py-spy)")
     args = parser.parse_args(argv)
     args.scenario = args.scenario or ["modern", "handshake"]
     if args.turns < 1 or args.rounds < 1 or args.warmup < 0 or args.delay <= 0 or args.replicas < 1:
