@@ -28,8 +28,9 @@ failures summed; and each variant's wall and CPU against the first's (ratios).
         [--scenario modern|handshake|handshake-per-turn ...] [--store URL [--replicas 2]] [--against DIR]
         [--auth] [--no-progress] [--json] [--pid-file PATH]
 
-Each server (but `--against`'s, which may predate the setting) allows `max(64, --turns)` handshake-era MCP sessions
-(`limits.mcp_sessions`): `handshake-per-turn` opens one per turn, all for one principal. To profile the first
+With `handshake-per-turn`, which opens an MCP session per turn, all for one principal, each server (but
+`--against`'s, which may predate the setting) allows `max(64, --turns)` of them (`limits.mcp_sessions`); without
+it the config is one any version reads (run the whole bench with `PYTHONPATH=<old tree>` to measure that one). To profile the first
 server: `--rounds 20 --pid-file /tmp/http.pid &`, then `py-spy record -r 500 -f raw --nonblocking -d 20 --pid
 "$(cat /tmp/http.pid)" -o http.txt`.
 """
@@ -156,7 +157,7 @@ class Load:
             return [sys.executable, str(BASELINE), "--host", HOST, "--port", str(port), "--delay", str(self.args.delay)]
         workspace, script = self.tmp / "workspace", self._script()
         config: dict[str, Any] = {"log_level": "WARNING"}
-        if variant.pythonpath is None:  # one principal opens a session per turn: room for a burst of them
+        if "handshake-per-turn" in self.args.scenario and variant.pythonpath is None:  # room for a burst of them
             config["limits"] = {"mcp_sessions": max(64, self.args.turns)}
         if self.args.auth:
             config["auth"] = {"tokens": {"bench": "sha256:" + hashlib.sha256(TOKEN.encode()).hexdigest()}}
