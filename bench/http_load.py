@@ -30,9 +30,9 @@ failures summed; and each variant's wall and CPU against the first's (ratios).
 
 With `handshake-per-turn`, which opens an MCP session per turn, all for one principal, each server (but
 `--against`'s, which may predate the setting) allows `max(64, --turns)` of them (`limits.mcp_sessions`); without
-it the config is one any version reads (run the whole bench with `PYTHONPATH=<old tree>` to measure that one). To profile the first
-server: `--rounds 20 --pid-file /tmp/http.pid &`, then `py-spy record -r 500 -f raw --nonblocking -d 20 --pid
-"$(cat /tmp/http.pid)" -o http.txt`.
+it the config is one any version reads (run the whole bench with `PYTHONPATH=<old tree>` to measure that one).
+To profile the first server: `--rounds 20 --pid-file /tmp/http.pid &`, then `py-spy record -r 500 -f raw
+--nonblocking -d 20 --pid "$(cat /tmp/http.pid)" -o http.txt`.
 """
 
 from __future__ import annotations
