@@ -31,8 +31,8 @@ failures summed; and each variant's wall and CPU against the first's (ratios).
 With `handshake-per-turn`, which opens an MCP session per turn, all for one principal, each server (but
 `--against`'s, which may predate the setting) allows `max(64, --turns)` of them (`limits.mcp_sessions`); without
 it the config is one any version reads (run the whole bench with `PYTHONPATH=<old tree>` to measure that one).
-To profile the first server: `--rounds 20 --pid-file /tmp/http.pid &`, then `py-spy record -r 500 -f raw
---nonblocking -d 20 --pid "$(cat /tmp/http.pid)" -o http.txt`.
+To profile a server: `--rounds 20 --pid-file /tmp/http.pids &` (a line per server: its pid, its variant), then
+`py-spy record -r 250 -f raw --nonblocking -d 20 --pid "$(head -1 /tmp/http.pids | cut -d' ' -f1)" -o http.txt`.
 """
 
 from __future__ import annotations
@@ -191,8 +191,9 @@ class Load:
             started.append(Replica(port, process))
         for replica in started:
             await _wait_listening(replica)
-        if self.args.pid_file is not None and not self.replicas:  # the first variant's first replica
-            await anyio.Path(self.args.pid_file).write_text(str(started[0].process.pid))
+        if self.args.pid_file is not None:  # a line per server: its pid, its variant
+            with open(self.args.pid_file, "a") as pids:  # noqa: ASYNC230 - a line, before any timing
+                pids.writelines(f"{r.process.pid} {variant.label}\n" for r in started)
         self.replicas[variant.label] = started
         for replica in started:  # untimed: the first turn loads the turn machinery
             await self._call_modern(replica)
@@ -506,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--auth", action="store_true", help="bearer tokens on every server and request")
     parser.add_argument("--no-progress", action="store_true", help="send no progress token")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--pid-file", metavar="PATH", help="write the first server's pid here (for py-spy)")
+    parser.add_argument("--pid-file", metavar="PATH", help="append each server's pid and variant here (for py-spy)")
     args = parser.parse_args(argv)
     args.scenario = args.scenario or ["modern", "handshake"]
     if args.turns < 1 or args.rounds < 1 or args.warmup < 0 or args.delay <= 0 or args.replicas < 1:
