@@ -121,8 +121,11 @@ class _SharedLocks:
     A session-level advisory lock belongs to its connection, and one connection can hold any number of them, so
     a turn whose lock is free takes it here in one round trip instead of taking a pooled connection for its whole
     run. Used by statements only (never a transaction: the turns share it). Its liveness is checked at most once
-    per `LOCK_CHECK_S` for all the turns holding locks on it; a connection found dead is replaced, and every lock
-    it held is lost (each holder's check sees that).
+    per `LOCK_CHECK_S` for all the turns holding locks on it, and not at all while the turns' own statements on it
+    keep succeeding; a connection found dead is replaced, and every lock it held is lost (each holder's check
+    sees that). A check that waits longer than `LOCK_CHECK_TIMEOUT_S` finds it dead only when no statement on it
+    succeeded meanwhile: under a burst the check waits in line behind the other turns' statements (psycopg runs
+    one at a time per connection), and that wait is no loss.
     """
 
     def __init__(self, url: str) -> None:
@@ -130,7 +133,13 @@ class _SharedLocks:
         self._conn: Conn | None = None
         self._opening = anyio.Lock()
         self._checking = anyio.Lock()
-        self._checked_at = -math.inf
+        self._answered_at = -math.inf
+        """When a statement on the current connection last succeeded (anyio's clock)."""
+
+    def answered(self, conn: Conn) -> None:
+        """A statement on `conn` succeeded: it lives."""
+        if conn is self._conn:
+            self._answered_at = anyio.current_time()
 
     async def try_lock(self, session_id: str) -> Conn | None:
         """The connection now holding the session's lock, or None when another holder has it. A connection that
@@ -144,6 +153,7 @@ class _SharedLocks:
                 if attempt == 2:
                     raise
                 continue
+            self.answered(conn)
             return conn if row is not None and row[0] else None
         raise AssertionError("unreachable")
 
@@ -152,19 +162,26 @@ class _SharedLocks:
         async with self._checking:
             if conn is not self._conn:
                 return False
-            if anyio.current_time() - self._checked_at < LOCK_CHECK_S / 2:
+            if anyio.current_time() - self._answered_at < LOCK_CHECK_S / 2:
                 return True
             try:
                 # Shielded: the turn whose watcher runs this check may end meanwhile, and a statement cancelled
                 # mid-flight makes psycopg close the connection, and so lose every other turn's lock on it.
                 with anyio.CancelScope(shield=True), anyio.fail_after(LOCK_CHECK_TIMEOUT_S):
                     await conn.execute("SELECT 1")
-            except (psycopg.Error, TimeoutError) as exc:
-                logger.error("lost the connection holding turn locks (%s): stopping their turns", _reason(exc, ""))
-                await self.drop(conn)
-                return False
-            self._checked_at = anyio.current_time()
+            except TimeoutError as exc:
+                if not conn.broken and anyio.current_time() - self._answered_at < LOCK_CHECK_TIMEOUT_S:
+                    return True  # it waited in line behind statements that succeeded (see the class docstring)
+                return await self._lost(conn, exc)
+            except psycopg.Error as exc:
+                return await self._lost(conn, exc)
+            self.answered(conn)
             return True
+
+    async def _lost(self, conn: Conn, exc: BaseException) -> bool:
+        logger.error("lost the connection holding turn locks (%s): stopping their turns", _reason(exc, ""))
+        await self.drop(conn)
+        return False
 
     async def drop(self, conn: Conn) -> None:
         """Forget a connection that failed (the next lock gets a new one); its locks are gone with it."""
@@ -179,7 +196,7 @@ class _SharedLocks:
                 self._conn = await psycopg.AsyncConnection.connect(
                     self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
                 )
-                self._checked_at = anyio.current_time()
+                self._answered_at = anyio.current_time()
             return self._conn
 
     async def close(self) -> None:
@@ -588,6 +605,7 @@ class PostgresStore:
         epoch = -1 if lease is None or lease.lost else lease.epoch
         try:
             await conn.execute(db.RELEASE_AND_UNLOCK, {"session": session_id, "epoch": epoch, "space": db.LOCK_SPACE})
+            self._locks.answered(conn)
             return
         except psycopg.Error:
             await self._locks.drop(conn)
