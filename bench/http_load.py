@@ -29,8 +29,9 @@ failures summed; and each variant's wall and CPU against the first's (ratios).
         [--auth] [--no-progress] [--json] [--pid-file PATH]
 
 With `handshake-per-turn`, which opens an MCP session per turn, all for one principal, each server (but
-`--against`'s, which may predate the setting) allows `max(64, --turns)` of them (`limits.mcp_sessions`); without
-it the config is one any version reads (run the whole bench with `PYTHONPATH=<old tree>` to measure that one).
+`--against`'s, which may predate the setting) allows `max(64, --turns + 1)` of them (`limits.mcp_sessions`; the
+one more is the `handshake` scenario's session, open all along); without it the config is one any version reads
+(run the whole bench with `PYTHONPATH=<old tree>` to measure that one).
 To profile a server: `--rounds 20 --pid-file /tmp/http.pids &` (a line per server: its pid, its variant), then
 `py-spy record -r 250 -f raw --nonblocking -d 20 --pid "$(head -1 /tmp/http.pids | cut -d' ' -f1)" -o http.txt`.
 """
@@ -158,7 +159,7 @@ class Load:
         workspace, script = self.tmp / "workspace", self._script()
         config: dict[str, Any] = {"log_level": "WARNING"}
         if "handshake-per-turn" in self.args.scenario and variant.pythonpath is None:  # room for a burst of them
-            config["limits"] = {"mcp_sessions": max(64, self.args.turns)}
+            config["limits"] = {"mcp_sessions": max(64, self.args.turns + 1)}  # + the `handshake` scenario's
         if self.args.auth:
             config["auth"] = {"tokens": {"bench": "sha256:" + hashlib.sha256(TOKEN.encode()).hexdigest()}}
         config_path = self.tmp / f"config-{name}.json"

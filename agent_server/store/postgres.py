@@ -170,7 +170,7 @@ class _SharedLocks:
                 with anyio.CancelScope(shield=True), anyio.fail_after(LOCK_CHECK_TIMEOUT_S):
                     await conn.execute("SELECT 1")
             except TimeoutError as exc:
-                if not conn.broken and anyio.current_time() - self._answered_at < LOCK_CHECK_TIMEOUT_S:
+                if not (conn.closed or conn.broken) and anyio.current_time() - self._answered_at < LOCK_CHECK_TIMEOUT_S:
                     return True  # it waited in line behind statements that succeeded (see the class docstring)
                 return await self._lost(conn, exc)
             except psycopg.Error as exc:
