@@ -144,8 +144,13 @@ class HttpSettings(BaseModel):
     header_timeout_s: float = Field(default=10, gt=0, le=600)
     """A connection whose request line and headers have not all arrived this long after it opened (or, kept
     alive, after its next request's first byte) is closed."""
-    keep_alive_timeout_s: int = Field(default=5, ge=1, le=3600)
-    """An idle kept-alive connection is closed after this long (uvicorn's `timeout_keep_alive`)."""
+    keep_alive_timeout_s: int = Field(default=75, ge=1, le=3600)
+    """An idle kept-alive connection is closed after this long (uvicorn's `timeout_keep_alive`). Longer than
+    HTTP clients keep idle pooled connections (httpx: 5 s, uvicorn's own default): a server that closes an idle
+    connection just as the client sends its next request on it resets that request (the client's `ReadError`)."""
+    session_idle_timeout_s: float = Field(default=1800, gt=0, le=86_400)
+    """A handshake-era MCP session with no request in flight for this long is closed (its id then answers 404,
+    and it no longer counts against `limits.mcp_sessions`)."""
     max_connections: int = Field(default=512, ge=1, le=1_000_000)
     """Connections open at once: a connection past it is closed as it opens, and uvicorn answers requests 503
     at it (`limit_concurrency`)."""

@@ -74,6 +74,12 @@ class OpenAIOptions(BaseModel):
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=8, ge=0)
     retry_after_max_s: float = Field(default=30, ge=0)
+    max_connections: int | None = Field(default=None, ge=1)
+    """Model calls in flight at once (HTTP connections to the endpoint); None: no limit of the client's own, so
+    the server's concurrency decides (httpx's default would hold the 101st call back, and fail it after
+    `connect_timeout_s`). A call waiting for a free connection waits at most `connect_timeout_s`."""
+    max_keepalive_connections: int = Field(default=100, ge=0)
+    """Idle connections kept open for the next calls (httpx's default keeps 20)."""
     retry_read_timeout: bool | None = None
     """Whether a read timeout (no data for `read_timeout_s`) is retried. None: yes, except on a local endpoint
     (`localhost`, a loopback, private or link-local address), which is likely still busy with the request: a
@@ -128,6 +134,10 @@ class AnthropicOptions(BaseModel):
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=8, ge=0)
     retry_after_max_s: float = Field(default=30, ge=0)
+    max_connections: int | None = Field(default=None, ge=1)
+    """As `openai.max_connections`."""
+    max_keepalive_connections: int = Field(default=100, ge=0)
+    """As `openai.max_keepalive_connections`."""
     retry_read_timeout: bool | None = None
     """As `openai.retry_read_timeout`."""
     max_tokens: int = Field(default=8192, ge=1)
@@ -314,6 +324,9 @@ class LimitsSettings(BaseModel):
     """Of those, turns that may wait for the client's answers through the park (2026-07-28 rounds and tasks)."""
     queued_turns: int = Field(default=32, ge=1, le=100_000)
     """Calls of `run_turn` waiting for an earlier turn of their session to end."""
+    mcp_sessions: int = Field(default=64, ge=1, le=10_000)
+    """Handshake-era MCP sessions open at once over Streamable HTTP (each `initialize` opens one, until `DELETE`
+    or 30 minutes idle); one more is refused with HTTP 429 naming this setting."""
 
 
 class TracingSettings(BaseModel):

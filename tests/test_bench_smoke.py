@@ -197,6 +197,17 @@ END_OF_INPUT_LABELS = [
     "goal: ACP <= 100 ms",
     *MACHINE_LABELS,
 ]
+HTTP_LOAD_LABELS = [
+    "a burst of 3 concurrent one-call run_turn over Streamable HTTP",
+    "modern, sqlite x1:",
+    "handshake, sqlite x1:",
+    "handshake-per-turn, sqlite x1:",
+    "wall / ideal (median):",
+    "server CPU per turn (median):",
+    "latency p50 / ideal:",
+    "failures: 0 of 3",
+    *MACHINE_LABELS,
+]
 TINY: dict[str, tuple[list[str], list[str]]] = {
     "tool_round.py": ([*ONE_ROUND, "--big", "3", "--small", "1", "--calls", "3"], TOOL_ROUND_LABELS),
     "persistence.py": ([*ONE_ROUND, "--big", "60", "--small", "10", "--batch", "3"], PERSISTENCE_LABELS),
@@ -210,6 +221,19 @@ TINY: dict[str, tuple[list[str], list[str]]] = {
     "approval_gate.py": (["--rounds", "1", "--warmup", "0", "--turns", "2"], APPROVAL_GATE_LABELS),
     "runtime_hops.py": (["--rounds", "1", "--turns", "2"], RUNTIME_HOPS_LABELS),
     "end_of_input.py": ([*ONE_ROUND, "--settle", "0"], END_OF_INPUT_LABELS),
+    "http_load.py": (
+        [
+            *ONE_ROUND,
+            "--turns",
+            "3",
+            "--delay",
+            "0.05",
+            "--scenario=modern",
+            "--scenario=handshake",
+            "--scenario=handshake-per-turn",
+        ],
+        HTTP_LOAD_LABELS,
+    ),
 }
 
 
@@ -248,12 +272,13 @@ SMOKED_ELSEWHERE = {
 NOT_FIGURES = {
     "run_all.py",
     "baseline_server.py",
+    "baseline_http_server.py",
     "pyspy_summary.py",
     "mounted_result_size.py",
     "store_turn.py",
     "bounds.py",
 }
-"""Scripts that run_all does not run: itself, the baseline, a profile reader, two with their own smoke tests below,
+"""Scripts that run_all does not run: itself, the baselines, a profile reader, two with their own smoke tests below,
 and the before/after comparisons run by hand at two commits (`bounds.py`)."""
 
 

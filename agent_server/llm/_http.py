@@ -70,6 +70,18 @@ class RetryOptions(Protocol):
     def retry_after_max_s(self) -> float: ...
     @property
     def retry_read_timeout(self) -> bool | None: ...
+    @property
+    def max_connections(self) -> int | None: ...
+    @property
+    def max_keepalive_connections(self) -> int: ...
+
+
+def connection_limits(options: RetryOptions) -> httpx.Limits:
+    """The pool's bounds from the settings: by default none on calls in flight (httpx's own default is 100, which
+    would make the server's 101st concurrent turn wait for a connection and fail after `connect_timeout_s`)."""
+    return httpx.Limits(
+        max_connections=options.max_connections, max_keepalive_connections=options.max_keepalive_connections
+    )
 
 
 class AttemptFailed(Exception):
@@ -173,7 +185,8 @@ class HttpLLM(ABC, Generic[A]):
             write=options.read_timeout_s,
             pool=options.connect_timeout_s,
         )
-        self._client = httpx.AsyncClient(timeout=self._timeout) if http_client is None else http_client
+        limits = connection_limits(options)
+        self._client = httpx.AsyncClient(timeout=self._timeout, limits=limits) if http_client is None else http_client
         self._owns_client = http_client is None
         self._on_retry = on_retry
         retry = options.retry_read_timeout

@@ -11,7 +11,8 @@ exactly one of `command` and `url`. VS Code's and Cursor's `type` (or `transport
 checked against that: `stdio`, or `http`/`streamable-http`/`streamableHttp`; `sse` is refused (the legacy SSE
 transport is not supported). agent-server's own keys: `enabled` (default true; Cline's `disabled` is honoured
 too), `timeout_s` (per call, 120), `startup_timeout_s` (30), `include`/`exclude` (fnmatch globs on the server's
-own tool names), `prefix` (the tool-name prefix, default the server name). Keys that only other clients use
+own tool names), `prefix` (the tool-name prefix, default the server name), `max_connections` (a Streamable HTTP
+server's calls in flight at once; default no limit). Keys that only other clients use
 (`autoApprove`, `alwaysAllow`, `description`, `dev`, `gallery`) are ignored; any other key is an error, so a
 typo cannot silently drop a setting. `envFile` is refused: put the variables in `env`.
 
@@ -75,6 +76,9 @@ class MountConfig(BaseModel):
     """Globs of the server's tool names never offered; applied after `include`."""
     prefix: str | None = Field(default=None, min_length=1)
     """Tool-name prefix (`<prefix>__<tool>`); the server name when not set."""
+    max_connections: int | None = Field(default=None, ge=1)
+    """A Streamable HTTP server's calls in flight at once (HTTP connections to it); None: no limit of the client's
+    own, so the agent's concurrency decides (httpx2's default would hold the 101st call back). Ignored for stdio."""
     trust: bool = False
     """Believe the server's `readOnlyHint`: its read-only tools then run without approval (DESIGN 3.7).
     Untrusted (the default), every one of its tools passes the approval gate."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -29,7 +29,6 @@ from mcp.server import Server
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware, create_protected_resource_routes
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl, ConfigDict, TypeAdapter
 from starlette.applications import Starlette
@@ -38,9 +37,11 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_server.errors import ConfigError
 from agent_server.http_settings import AuthSettings, HttpSettings
+from agent_server.server.http_sessions import SessionManager, session_cap
 from agent_server.settings import Settings
 
 if TYPE_CHECKING:
@@ -57,16 +58,41 @@ def _url(text: str) -> AnyHttpUrl:
     return _URL.validate_python(text)
 
 
-def http_app(server: Server[Any], settings: Settings, *, host: str, port: int) -> Starlette:
+def http_app(server: Server[Any], settings: Settings, *, host: str, port: int) -> ASGIApp:
     """The ASGI app serving `server` at `/mcp` on `host:port`, as the settings protect it (module docstring)."""
+    from agent_server.server.listing import input_schema
+
+    server.get_tool_input_schema = input_schema
     security = transport_security(host, settings.http)
     view = _view(server, settings, host, port, security) if settings.view.enabled else None
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host, transport_security=security)
+    manager = SessionManager(server, security_settings=security, idle_timeout_s=settings.http.session_idle_timeout_s)
+    mcp = session_cap(manager, settings.limits.mcp_sessions)
     if settings.auth is None:
-        if view is not None:
-            app.router.routes.append(view)
-        return app
-    return _authenticated(server, settings.auth, resource_url(settings.auth, host, port), view)
+        rest = Starlette(
+            routes=[Route(MCP_PATH, endpoint=mcp), *([] if view is None else [view])], lifespan=_runs(manager)
+        )
+        return _front(mcp, rest)
+    return _authenticated(mcp, manager, settings.auth, resource_url(settings.auth, host, port), view)
+
+
+def _runs(manager: SessionManager) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    return lambda _app: manager.run()
+
+
+def _front(mcp: ASGIApp, rest: ASGIApp) -> ASGIApp:
+    """`/mcp` straight to its app; everything else (the lifespan, metadata, the view) through Starlette's router.
+
+    Every request and every event a turn streams would otherwise pass Starlette's error and exception
+    middlewares and its router, which add nothing there: an error inside is answered 500 by uvicorn as by them.
+    """
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == MCP_PATH:
+            await mcp(scope, receive, send)
+        else:
+            await rest(scope, receive, send)
+
+    return app
 
 
 def _view(server: Server[Any], settings: Settings, host: str, port: int, security: TransportSecuritySettings) -> Mount:
@@ -111,21 +137,22 @@ def bearer_verifier(auth: AuthSettings) -> Callable[[str], Awaitable[str | None]
     return verify
 
 
-def _authenticated(server: Server[Any], auth: AuthSettings, resource: str, view: Mount | None) -> Starlette:
+def _authenticated(
+    mcp: ASGIApp, manager: SessionManager, auth: AuthSettings, resource: str, view: Mount | None
+) -> ASGIApp:
     from agent_server.server.tokens import verifier
 
-    manager = server.session_manager  # made by `streamable_http_app`, with the SDK's defaults and our security
     metadata_url = build_resource_metadata_url(_url(resource))
+    backend = BearerAuthBackend(verifier(auth))
+    protected = RequireAuthMiddleware(mcp, [], metadata_url)
     routes = [
-        Route(MCP_PATH, endpoint=RequireAuthMiddleware(StreamableHTTPASGIApp(manager), [], metadata_url)),
+        Route(MCP_PATH, endpoint=protected),
         *_metadata_routes(auth, resource),
         *([] if view is None else [view]),
     ]
-    middleware = [
-        Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier(auth))),
-        Middleware(AuthContextMiddleware),
-    ]
-    return Starlette(routes=routes, middleware=middleware, lifespan=lambda _app: manager.run())
+    middleware = [Middleware(AuthenticationMiddleware, backend=backend), Middleware(AuthContextMiddleware)]
+    rest = Starlette(routes=routes, middleware=middleware, lifespan=_runs(manager))
+    return _front(AuthenticationMiddleware(AuthContextMiddleware(protected), backend=backend), rest)
 
 
 def _metadata_routes(auth: AuthSettings, resource: str) -> list[Route]:

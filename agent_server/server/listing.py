@@ -7,8 +7,10 @@ fails on drift). Reading a file instead of building 18 JSON Schemas keeps the st
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 
@@ -23,3 +25,14 @@ def wire_tools() -> list[types.Tool]:
 @cache
 def tool_names() -> frozenset[str]:
     return frozenset(tool.name for tool in wire_tools())
+
+
+@cache
+def _input_schemas() -> dict[str, Mapping[str, Any]]:
+    return {tool.name: tool.input_schema for tool in wire_tools()}
+
+
+def input_schema(name: str) -> Mapping[str, Any] | None:
+    """A tool's `inputSchema` by name (None: no such tool). The SDK checks a 2026-07-28 HTTP call's `Mcp-Param-*`
+    headers against it; without this lookup it would run the whole `tools/list` for every `tools/call`."""
+    return _input_schemas().get(name)

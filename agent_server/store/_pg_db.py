@@ -183,11 +183,30 @@ async def _interrupt_turns_of(conn: Conn, owner_key: int) -> int:
 async def claim_lease(conn: Conn, session_id: str, me: int, *, take_over: bool) -> int | None:
     """Become the session's lease holder and return the new epoch; None while another holder has it.
 
-    Called by the holder of the session's turn lock. A lease still held by another replica means that
-    replica lost its lock connection while its turn ran and has not stopped it yet: the caller waits
-    (`None`) unless that replica is gone or `take_over` (it had the time to notice). A session that
-    does not exist gets no lease (epoch 0): every write to it fails as it would anyway.
+    Called by the holder of the session's turn lock, on an autocommit connection. A lease still held by another
+    replica means that replica lost its lock connection while its turn ran and has not stopped it yet: the caller
+    waits (`None`) unless that replica is gone or `take_over` (it had the time to notice). A session that does not
+    exist gets no lease (epoch 0): every write to it fails as it would anyway. One statement when the lease is
+    free (or this replica's, or taken over), which is every turn but the first after such a loss.
     """
+    claimed = await one(conn, _CLAIM_FREE, {"session": session_id, "me": me, "take_over": take_over})
+    if claimed is not None:
+        return int(claimed[0])
+    async with conn.transaction():
+        return await _claim_held(conn, session_id, me, take_over=take_over)
+
+
+_CLAIM_FREE: LiteralString = (
+    "INSERT INTO turn_leases (session_id, epoch, holder)"
+    " SELECT session_id, 1, %(me)s FROM sessions WHERE session_id = %(session)s"
+    " ON CONFLICT (session_id) DO UPDATE SET epoch = turn_leases.epoch + 1, holder = excluded.holder"
+    " WHERE turn_leases.holder IS NULL OR turn_leases.holder = excluded.holder OR %(take_over)s"
+    " RETURNING epoch"
+)
+"""The claim of a free lease: nothing is returned when the session is gone or another replica holds it."""
+
+
+async def _claim_held(conn: Conn, session_id: str, me: int, *, take_over: bool) -> int | None:
     if await one(conn, "SELECT 1 FROM sessions WHERE session_id = %s", (session_id,)) is None:
         return 0
     row = await one(conn, "SELECT epoch, holder FROM turn_leases WHERE session_id = %s FOR UPDATE", (session_id,))
@@ -215,6 +234,72 @@ async def holds_lease(conn: Conn, session_id: str, epoch: int) -> bool:
 async def release_lease(conn: Conn, session_id: str, epoch: int) -> None:
     """Give the lease up (a later holder's lease is left alone)."""
     await conn.execute("UPDATE turn_leases SET holder = NULL WHERE session_id = %s AND epoch = %s", (session_id, epoch))
+
+
+RELEASE_AND_UNLOCK: LiteralString = (
+    "WITH released AS (UPDATE turn_leases SET holder = NULL WHERE session_id = %(session)s AND epoch = %(epoch)s)"
+    " SELECT pg_advisory_unlock(%(space)s, hashtext(%(session)s))"
+)
+"""On the connection holding the session's turn lock: give the lease up (epoch -1: none) and the lock, in one trip."""
+
+WRITE_LOCK_BEGIN: LiteralString = (
+    "SELECT s.summary, (SELECT l.epoch FROM turn_leases l WHERE l.session_id = s.session_id FOR SHARE),"
+    " ARRAY(SELECT DISTINCT t.owner_key FROM turns t"
+    " WHERE t.session_id = s.session_id AND t.status = 'running' AND t.owner_key <> %(me)s)"
+    " FROM sessions s WHERE s.session_id = %(session)s FOR UPDATE OF s"
+)
+"""What `begin_turn` locks and checks in one statement: the session's row (its writes queue), the lease epoch
+(share-locked: no new holder can take it before this transaction commits, the fencing check of `holds_lease`),
+the summary its history starts from, and the other owners' running turns (to mark the dead ones' interrupted)."""
+
+WRITE_LOCK_FINISH: LiteralString = (
+    "SELECT (SELECT l.epoch FROM turn_leases l WHERE l.session_id = s.session_id FOR SHARE)"
+    " FROM sessions s WHERE s.session_id = %s FOR UPDATE OF s"
+)
+"""What `finish_turn` locks and checks in one statement: the session's row, the lease epoch (as above). The head
+seq is a statement of its own after it (`HEAD_SEQ`), so that it reads what a writer it waited for committed."""
+
+HEAD_SEQ: LiteralString = "SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = %s"
+
+TOUCH: LiteralString = (
+    "UPDATE sessions SET updated_at = %(now)s,"
+    " title = CASE WHEN %(title)s::text IS NOT NULL AND title = %(untitled)s THEN %(title)s ELSE title END"
+    " WHERE session_id = %(session)s"
+)
+"""`touch` as a part of the turn's writes: `title` (stored as `text`, or NULL for none) names an `UNTITLED` session."""
+
+
+BEGIN_WRITES: LiteralString = (
+    f"WITH touched AS ({TOUCH})"
+    " INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key)"
+    " VALUES (%(session)s, %(turn)s, %(status)s, %(record)s, %(owner)s, %(key)s)"
+)
+"""`begin_turn`'s writes in one statement: the running turn's row, the session touched (and titled)."""
+
+FINISH_WRITES: LiteralString = (
+    "WITH turn AS (INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key)"
+    " VALUES (%(session)s, %(turn)s, %(status)s, %(record)s, %(owner)s, %(key)s)"
+    " ON CONFLICT (session_id, turn_id) DO UPDATE SET status = excluded.status, record = excluded.record),"
+    " appended AS (INSERT INTO messages (session_id, seq, turn_id, message)"
+    " SELECT %(session)s, %(head)s + m.n, %(turn)s, m.message"
+    " FROM unnest(%(messages)s::text[]) WITH ORDINALITY AS m(message, n)),"
+    f" touched AS ({TOUCH})"
+    " SELECT pg_notify(%(channel)s, %(turn)s)"
+)
+"""`finish_turn`'s writes in one statement: the final record, the messages after `head`, the session touched
+(and titled), and the NOTIFY that wakes `wait_ended` (sent at commit)."""
+
+LIVE_MESSAGES: LiteralString = (
+    "SELECT seq, turn_id, message, archived FROM messages WHERE session_id = %s AND seq > 0 AND NOT archived"
+    " ORDER BY seq"
+)
+
+
+def stored_rows(rows: list[tuple[Any, ...]]) -> list[tuple[StoredMessage, bool]]:
+    return [
+        (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), archived)
+        for seq, turn_id, message, archived in rows
+    ]
 
 
 # --- queries shared by the store's methods --------------------------------------------
@@ -312,7 +397,4 @@ async def stored_messages(
             (session_id, after, limit),
         )
     ).fetchall()
-    return [
-        (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), archived)
-        for seq, turn_id, message, archived in rows
-    ]
+    return stored_rows(rows)

@@ -25,9 +25,16 @@ Across replicas (DESIGN 5, "Scale-out"):
   owner connection and `serve_notifications` hands the turn ids to the runtime, which cancels the
   turn if it runs it. `finish_turn` notifies `agent_server_turn_ended`, which `wait_ended` waits for.
 
-Connections: a pool of `QUERY_CONNECTIONS` for queries, a pool of up to `TURN_CONNECTIONS` for the
-turn locks (one per turn running on this replica), and the owner connection. The URL's password
-never reaches a log or an error (`redaction.redact_url`).
+Connections: a pool of `QUERY_CONNECTIONS` for queries; one *shared lock connection* holding the turn locks
+taken while free (every running turn's, as a rule: one connection holds any number of advisory locks); a pool of
+up to `TURN_CONNECTIONS` for turns that wait for a lock another holder has (each then holds it on its own
+connection); and the owner connection. So a replica's concurrent turns are not bounded by connections, and the
+database sees a handful per replica. The URL's password never reaches a log or an error (`redaction.redact_url`).
+
+Round trips of a one-call turn in a new session (psycopg's pipeline mode, checks folded into the statements that
+need them): `create_session` 1, the turn lock 1, the lease 1, `begin_turn` 2, `finish_turn` 2, releasing the lock
+and the lease 1; 14 statements, each of which costs psycopg about 0.1 ms of CPU, plus each round trip's wait
+(bench/README.md, "Load over Streamable HTTP": 2.29x a turn on SQLite, from 2.89x).
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ from agent_server.store._pg_db import Conn
 from agent_server.store.base import MAX_PENDING_LISTED, SharedTask
 from agent_server.types import (
     LOCAL_PRINCIPAL,
+    UNTITLED,
     CompactionRecord,
     ErrorInfo,
     Message,
@@ -79,7 +87,8 @@ T = TypeVar("T")
 
 QUERY_CONNECTIONS = 8
 TURN_CONNECTIONS = 32
-"""One per turn running on this replica (the background-turn limit is 32 too); more turns wait for one."""
+"""One per turn waiting for a session's lock that another holder (a replica, or this store) has; more such turns
+wait for one."""
 CONNECT_TIMEOUT_S = 10
 RECONNECT_MAX_S = 30.0
 """The longest pause between attempts to connect the lost owner connection again."""
@@ -100,8 +109,99 @@ class _Lease:
 
     conn: Conn
     epoch: int
+    shared: bool
+    """The lock is held on the store's shared lock connection (`_SharedLocks`), not on a pooled one of its own."""
     lost: bool = False
     """The lock connection was found dead: the turn must stop, and its writes are refused."""
+
+
+class _SharedLocks:
+    """The one connection that holds this store's uncontended turn locks (see "Connections" in the module docstring).
+
+    A session-level advisory lock belongs to its connection, and one connection can hold any number of them, so
+    a turn whose lock is free takes it here in one round trip instead of taking a pooled connection for its whole
+    run. Used by statements only (never a transaction: the turns share it). Its liveness is checked at most once
+    per `LOCK_CHECK_S` for all the turns holding locks on it, and not at all while the turns' own statements on it
+    keep succeeding; a connection found dead is replaced, and every lock it held is lost (each holder's check
+    sees that). A check that waits longer than `LOCK_CHECK_TIMEOUT_S` finds it dead only when no statement on it
+    succeeded meanwhile: under a burst the check waits in line behind the other turns' statements (psycopg runs
+    one at a time per connection), and that wait is no loss.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._conn: Conn | None = None
+        self._opening = anyio.Lock()
+        self._checking = anyio.Lock()
+        self._answered_at = -math.inf
+        """When a statement on the current connection last succeeded (anyio's clock)."""
+
+    def answered(self, conn: Conn) -> None:
+        """A statement on `conn` succeeded: it lives."""
+        if conn is self._conn:
+            self._answered_at = anyio.current_time()
+
+    async def try_lock(self, session_id: str) -> Conn | None:
+        """The connection now holding the session's lock, or None when another holder has it. A connection that
+        fails is replaced once (it may have died idle, the database restarted)."""
+        for attempt in (1, 2):
+            conn = await self._current()
+            try:
+                row = await db.one(conn, "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (db.LOCK_SPACE, session_id))
+            except psycopg.Error:
+                await self.drop(conn)
+                if attempt == 2:
+                    raise
+                continue
+            self.answered(conn)
+            return conn if row is not None and row[0] else None
+        raise AssertionError("unreachable")
+
+    async def alive(self, conn: Conn) -> bool:
+        """Whether `conn` still holds its locks: it is the current connection and answered lately."""
+        async with self._checking:
+            if conn is not self._conn:
+                return False
+            if anyio.current_time() - self._answered_at < LOCK_CHECK_S / 2:
+                return True
+            try:
+                # Shielded: the turn whose watcher runs this check may end meanwhile, and a statement cancelled
+                # mid-flight makes psycopg close the connection, and so lose every other turn's lock on it.
+                with anyio.CancelScope(shield=True), anyio.fail_after(LOCK_CHECK_TIMEOUT_S):
+                    await conn.execute("SELECT 1")
+            except TimeoutError as exc:
+                if not (conn.closed or conn.broken) and anyio.current_time() - self._answered_at < LOCK_CHECK_TIMEOUT_S:
+                    return True  # it waited in line behind statements that succeeded (see the class docstring)
+                return await self._lost(conn, exc)
+            except psycopg.Error as exc:
+                return await self._lost(conn, exc)
+            self.answered(conn)
+            return True
+
+    async def _lost(self, conn: Conn, exc: BaseException) -> bool:
+        logger.error("lost the connection holding turn locks (%s): stopping their turns", _reason(exc, ""))
+        await self.drop(conn)
+        return False
+
+    async def drop(self, conn: Conn) -> None:
+        """Forget a connection that failed (the next lock gets a new one); its locks are gone with it."""
+        if conn is self._conn:
+            self._conn = None
+        with anyio.CancelScope(shield=True):
+            await conn.close()
+
+    async def _current(self) -> Conn:
+        async with self._opening:
+            if self._conn is None or self._conn.closed or self._conn.broken:
+                self._conn = await psycopg.AsyncConnection.connect(
+                    self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                )
+                self._answered_at = anyio.current_time()
+            return self._conn
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self.drop(self._conn)
 
 
 class PostgresStore:
@@ -120,6 +220,9 @@ class PostgresStore:
         """turn id -> the events of the `wait_ended` calls waiting for it."""
         self._leases: dict[str, _Lease] = {}
         """session id -> this store's hold of its turn lock (one at a time: turns of a session queue in-process)."""
+        self._locks = _SharedLocks(url)
+        self._shared_held: set[str] = set()
+        """Sessions whose lock this store takes or holds on the shared lock connection."""
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:
@@ -153,13 +256,20 @@ class PostgresStore:
 
     # --- running statements ------------------------------------------------------------
 
-    async def _run(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
-        """`fn` in one transaction on a pooled connection; database failures as StoreError."""
+    async def _run(self, fn: Callable[[Conn], Awaitable[T]], *, transaction: bool = True, pipeline: bool = False) -> T:
+        """`fn` in one transaction on a pooled connection (or, `transaction=False`, in autocommit: for a single
+        statement); database failures as StoreError. `pipeline`: the transaction in psycopg's pipeline mode
+        (`_pipelined`), for `fn`s that read first and then only write."""
         if self._owner is None:
             raise StoreError("the session store is closed")
         try:
-            async with self._queries.connection() as conn, conn.transaction():
-                return await fn(conn)
+            async with self._queries.connection() as conn:
+                if not transaction:
+                    return await fn(conn)
+                if pipeline:
+                    return await _pipelined(conn, fn)
+                async with conn.transaction():
+                    return await fn(conn)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             raise StoreError(f"session store: {_reason(exc, '')}") from exc
         except (UnicodeError, ValueError) as exc:  # text PostgreSQL cannot hold (NUL, a lone surrogate)
@@ -180,9 +290,16 @@ class PostgresStore:
                 " VALUES (%s, %s, %s, %s, %s, %s)",
                 (session_id, db.text(title), meta, now, now, principal),
             )
-            return await db.get_session(conn, session_id)
+            return SessionInfo(
+                session_id=session_id,
+                title=title,
+                metadata=json.loads(meta),
+                created_at=now,
+                updated_at=now,
+                turn_count=0,
+            )
 
-        return await self._run(run)
+        return await self._run(run, transaction=False)  # one statement: one round trip
 
     async def get_session(self, session_id: str) -> SessionInfo:
         return await self._run(lambda conn: db.get_session(conn, session_id))
@@ -255,39 +372,58 @@ class PostgresStore:
         """Make the turn visible as `running`, owned by this instance, last among the session's turns (see
         `base`); the history it starts from.
 
-        Running turns of the session left by dead replicas are marked `interrupted` first."""
+        Running turns of the session left by dead replicas are marked `interrupted` first. Two round trips: the
+        checks and the history read together (`db.WRITE_LOCK_BEGIN`), then the writes with the commit."""
+        session_id = record.session_id
 
         async def run(conn: Conn) -> SessionHistory:
-            await db.require_session(conn, record.session_id, lock=True)
-            if not await self._holds_lease(conn, record.session_id):
-                raise TurnLockLost(record.session_id)
-            await db.interrupt_dead_owners(conn, self.owner_key, record.session_id)
-            history = await _history(conn, record.session_id)
+            checks = await conn.execute(db.WRITE_LOCK_BEGIN, {"me": self.owner_key, "session": session_id})
+            messages = await conn.execute(db.LIVE_MESSAGES, (session_id,))
+            row = await checks.fetchone()
+            if row is None:
+                raise SessionNotFound(session_id)
+            summary, epoch, other_owners = row
+            if not self._fenced_ok(session_id, epoch):
+                raise TurnLockLost(session_id)
+            history = SessionHistory(
+                summary=summary, messages=[m for m, _ in db.stored_rows(await messages.fetchall())]
+            )
+            if other_owners:  # some other replica's turn runs: is that replica alive?
+                await db.interrupt_dead_owners(conn, self.owner_key, session_id)
             if stored:  # its own record, stored before it began, moves last (see `base`)
                 await conn.execute(
                     "DELETE FROM turns WHERE session_id = %s AND turn_id = %s AND status = 'running'"
                     " AND owner_key = %s",
-                    (record.session_id, record.turn_id, self.owner_key),
+                    (session_id, record.turn_id, self.owner_key),
                 )
-            try:
-                await conn.execute(
-                    "INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key)"
-                    " VALUES (%s, %s, %s, %s, %s, %s)",
-                    (
-                        record.session_id,
-                        record.turn_id,
-                        record.status,
-                        common.dump(record),
-                        self.instance_id,
-                        self.owner_key,
-                    ),
-                )
-            except psycopg.errors.UniqueViolation as exc:
-                raise StoreError(f"session store: turn {record.turn_id!r} exists already") from exc
-            await db.touch(conn, record.session_id, title=common.first_title(record))
+            await conn.execute(db.BEGIN_WRITES, {**self._turn_row(record), "now": utc_now()})
             return history
 
-        return await self._run(run)
+        try:
+            return await self._run(run, pipeline=True)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):  # raised at the commit (pipeline)
+                raise StoreError(f"session store: turn {record.turn_id!r} exists already") from exc.__cause__
+            raise
+
+    def _turn_row(self, record: TurnRecord) -> dict[str, Any]:
+        return {
+            "session": record.session_id,
+            "turn": record.turn_id,
+            "status": record.status,
+            "record": common.dump(record),
+            "owner": self.instance_id,
+            "key": self.owner_key,
+            "title": None if (title := common.first_title(record)) is None else db.text(title),
+            "untitled": db.text(UNTITLED),
+        }
+
+    def _fenced_ok(self, session_id: str, epoch: int | None) -> bool:
+        """The fencing check of every write a lock's holder makes to its session, on the epoch read (share-locked)
+        in the write's transaction: False when this store held the session's turn lock and lost it; True when it
+        holds it, or holds no lock of the session."""
+        lease = self._leases.get(session_id)
+        return lease is None or (not lease.lost and epoch == lease.epoch)
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
         """Write the final record and append `messages` in one transaction; False if the session is gone.
@@ -300,31 +436,23 @@ class PostgresStore:
 
         async def run(conn: Conn) -> bool | None:
             session_id = record.session_id
-            try:
-                await db.require_session(conn, session_id, lock=True)
-            except SessionNotFound:
+            checks = await conn.execute(db.WRITE_LOCK_FINISH, (session_id,))
+            head_seq = await conn.execute(db.HEAD_SEQ, (session_id,))
+            row = await checks.fetchone()
+            if row is None:
                 return False
+            head = await head_seq.fetchone()
+            assert head is not None
             fenced = bool(messages) or record.status != "running"
-            if fenced and not await self._holds_lease(conn, session_id):
+            if fenced and not self._fenced_ok(session_id, row[0]):
                 await self._store_stopped(conn, _lock_lost(record))
                 return None
-            await conn.execute(
-                "INSERT INTO turns (session_id, turn_id, status, record, owner, owner_key)"
-                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id, turn_id)"
-                " DO UPDATE SET status = excluded.status, record = excluded.record",
-                (session_id, record.turn_id, record.status, common.dump(record), self.instance_id, self.owner_key),
-            )
-            head = await db.head_seq(conn, session_id)
-            async with conn.cursor() as cur:
-                await cur.executemany(
-                    "INSERT INTO messages (session_id, seq, turn_id, message) VALUES (%s, %s, %s, %s)",
-                    [(session_id, head + i, record.turn_id, common.dump(m)) for i, m in enumerate(messages, start=1)],
-                )
-            await db.touch(conn, session_id, title=common.first_title(record))
-            await conn.execute("SELECT pg_notify(%s, %s)", (db.ENDED_CHANNEL, record.turn_id))
+            appended = [common.dump(m) for m in messages]
+            values = {**self._turn_row(record), "head": head[0], "messages": appended, "now": utc_now()}
+            await conn.execute(db.FINISH_WRITES, {**values, "channel": db.ENDED_CHANNEL})
             return True
 
-        written = await self._run(run)
+        written = await self._run(run, pipeline=True)  # two round trips: the checks, then the writes and commit
         if written is None:
             raise TurnLockLost(record.session_id)
         return written
@@ -408,17 +536,33 @@ class PostgresStore:
         holding it, when `deadline` (anyio's clock) passed while waiting for it; `on_busy` is told when
         another holds it (before the wait).
 
+        A free lock is taken on the shared lock connection (`_SharedLocks`); a busy one is waited for on a
+        pooled connection of its own, which then holds it (as does a session this store holds already: a
+        connection's advisory locks are reentrant, so the shared one cannot exclude itself).
+
         Raises:
             StoreError: no connection could be had, or the database failed.
         """
-        conn: Conn | None = None
+        shared: Conn | None = None
+        pooled: Conn | None = None
         lease: _Lease | None = None
         try:
             with anyio.CancelScope(deadline=deadline):
                 try:
-                    conn = await self._turns.getconn()
-                    await _lock_session(conn, session_id, on_busy)
-                    lease = _Lease(conn, await self._claim(conn, session_id))
+                    if session_id not in self._shared_held:
+                        self._shared_held.add(session_id)
+                        try:
+                            with anyio.CancelScope(shield=True):  # a lock taken must be known, to be released
+                                shared = await self._locks.try_lock(session_id)
+                        finally:
+                            if shared is None:
+                                self._shared_held.discard(session_id)
+                    if shared is None:
+                        pooled = await self._turns.getconn()
+                        await _lock_session(pooled, session_id, on_busy)
+                    lock_conn = shared if shared is not None else pooled
+                    assert lock_conn is not None
+                    lease = _Lease(lock_conn, await self._claim(session_id), shared=shared is not None)
                 except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                     raise StoreError(f"session store: cannot take the turn lock: {_reason(exc, '')}") from exc
             if lease is None:
@@ -431,22 +575,43 @@ class PostgresStore:
             if lease is not None:
                 self._leases.pop(session_id, None)
             with anyio.CancelScope(shield=True):
-                if lease is not None:
-                    await self._release(lease, session_id)
-                if conn is not None:
-                    await self._turns.putconn(conn)  # its reset drops the lock (a broken one is closed)
+                if shared is not None:
+                    await self._release_shared(shared, session_id, lease)
+                    self._shared_held.discard(session_id)
+                else:
+                    if lease is not None:
+                        await self._release(lease, session_id)
+                    if pooled is not None:
+                        await self._turns.putconn(pooled)  # its reset drops the lock (a broken one is closed)
 
-    async def _claim(self, conn: Conn, session_id: str) -> int:
-        """The session's lease, claimed on the lock's connection; waits (at most `LEASE_DRAIN_S`) while a
-        live replica that lost this lock still holds it."""
+    async def _claim(self, session_id: str) -> int:
+        """The session's lease (one autocommit statement when it is free); waits (at most `LEASE_DRAIN_S`) while
+        a live replica that lost this lock still holds it."""
         give_up = anyio.current_time() + LEASE_DRAIN_S
         while True:
-            async with conn.transaction():
-                take_over = anyio.current_time() >= give_up
-                epoch = await db.claim_lease(conn, session_id, self.owner_key, take_over=take_over)
+            take_over = anyio.current_time() >= give_up
+
+            async def claim(conn: Conn, take_over: bool = take_over) -> int | None:
+                return await db.claim_lease(conn, session_id, self.owner_key, take_over=take_over)
+
+            epoch = await self._run(claim, transaction=False)
             if epoch is not None:
                 return epoch
             await anyio.sleep(LEASE_POLL_S)
+
+    async def _release_shared(self, conn: Conn, session_id: str, lease: _Lease | None) -> None:
+        """Give the lease (if any) and the lock on the shared connection up, in one statement; when that
+        connection has failed, its locks are gone with it, and the lease is given up on a pooled one."""
+        epoch = -1 if lease is None or lease.lost else lease.epoch
+        try:
+            await conn.execute(db.RELEASE_AND_UNLOCK, {"session": session_id, "epoch": epoch, "space": db.LOCK_SPACE})
+            self._locks.answered(conn)
+            return
+        except psycopg.Error:
+            await self._locks.drop(conn)
+        if lease is not None:
+            lease.lost = True
+            await self._release(lease, session_id)
 
     async def _release(self, lease: _Lease, session_id: str) -> None:
         """Give the lease up: on the lock's connection, or (it is lost) on a pooled one."""
@@ -468,7 +633,7 @@ class PostgresStore:
         block = anyio.CancelScope()
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_watch_lock, lease, block)
+                tg.start_soon(_watch_lock, lease, block, self._locks)
                 try:
                     with block:
                         yield
@@ -716,7 +881,27 @@ class PostgresStore:
         owner, self._owner = self._owner, None
         if owner is not None:
             with anyio.CancelScope(shield=True):
+                await self._locks.close()
                 await _discard(owner, [self._queries, self._turns])
+
+
+async def _pipelined(conn: Conn, fn: Callable[[Conn], Awaitable[T]]) -> T:
+    """`fn` in one transaction in pipeline mode: statements whose results are not read yet go out together, so
+    `BEGIN` travels with the first statements, and the writes after the last read travel with `COMMIT` (two
+    round trips for a read-then-write transaction instead of one per statement). The block is explicit
+    (`BEGIN`/`COMMIT` on the autocommit connection), so it holds whatever psycopg syncs in between; errors are
+    raised when a result is read or at the end, and roll the transaction back."""
+    try:
+        async with conn.pipeline():
+            await conn.execute("BEGIN")
+            result = await fn(conn)
+            await conn.execute("COMMIT")
+        return result
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            if not conn.broken and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                await conn.execute("ROLLBACK")
+        raise
 
 
 async def _connect_owner(url: str, key: int, *, migrate: bool) -> Conn:
@@ -745,16 +930,22 @@ async def _lock_session(conn: Conn, session_id: str, on_busy: Callable[[], None]
     await conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", key)
 
 
-async def _watch_lock(lease: _Lease, block: anyio.CancelScope) -> None:
+async def _watch_lock(lease: _Lease, block: anyio.CancelScope, shared: _SharedLocks) -> None:
     """Check the lock's connection every `LOCK_CHECK_S`; when it is gone, mark the lease lost and cancel
     `block` (another replica may take the lock, and will wait for the lease, at once)."""
     while True:
         await anyio.sleep(LOCK_CHECK_S)
-        try:
-            with anyio.fail_after(LOCK_CHECK_TIMEOUT_S):
-                await lease.conn.execute("SELECT 1")
-        except (psycopg.Error, TimeoutError) as exc:
-            logger.error("lost the connection holding a turn lock (%s): stopping its turn", _reason(exc, ""))
+        if lease.shared:
+            alive = await shared.alive(lease.conn)
+        else:
+            try:
+                with anyio.fail_after(LOCK_CHECK_TIMEOUT_S):
+                    await lease.conn.execute("SELECT 1")
+                alive = True
+            except (psycopg.Error, TimeoutError) as exc:
+                logger.error("lost the connection holding a turn lock (%s): stopping its turn", _reason(exc, ""))
+                alive = False
+        if not alive:
             lease.lost = True
             block.cancel()
             return

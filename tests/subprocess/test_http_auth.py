@@ -254,3 +254,32 @@ async def test_connections_that_trickle_their_headers_are_closed(dirs: ServerDir
                 )
     assert closed == 300
     assert good.status_code == 200
+
+
+async def test_each_principal_has_its_own_room_of_mcp_sessions(dirs: ServerDirs, free_tcp_port: int) -> None:
+    """`limits.mcp_sessions` per principal: alice at her limit is refused (429, naming the setting) while bob opens
+    one; a session counts until it is deleted or idles out."""
+    config = {**STATIC, "limits": {"mcp_sessions": 2}, "http": {"session_idle_timeout_s": 1}}
+    legacy = {**JSON_RPC, "MCP-Protocol-Version": "2025-11-25"}
+    as_alice = {**legacy, "Authorization": f"Bearer {TOKENS['alice']}"}
+    as_bob = {**legacy, "Authorization": f"Bearer {TOKENS['bob']}"}
+    async with serve(dirs, free_tcp_port, config) as server, httpx.AsyncClient() as http:
+        with anyio.fail_after(30):
+            first, second = [await http.post(server.url, json=HELLO, headers=as_alice) for _ in range(2)]
+            refused = await http.post(server.url, json=HELLO, headers=as_alice)
+            bobs = await http.post(server.url, json=HELLO, headers=as_bob)
+            in_session = {**as_alice, "Mcp-Session-Id": first.headers["mcp-session-id"]}
+            still_served = await http.post(server.url, json=TOOLS_LIST, headers=in_session)
+            deleted = await http.delete(server.url, headers=in_session)
+            after_delete = await http.post(server.url, json=HELLO, headers=as_alice)
+            for _ in range(100):  # the two open ones idle out after 1 s
+                idle = await http.post(server.url, json=HELLO, headers=as_alice)
+                if idle.status_code != 429:
+                    break
+                await anyio.sleep(0.2)
+    assert [first.status_code, second.status_code, bobs.status_code] == [200, 200, 200]
+    assert refused.status_code == 429 and "mcp-session-id" not in refused.headers
+    assert "limits.mcp_sessions" in refused.json()["error"]["message"]
+    assert still_served.status_code == 200  # an open session's own requests are never refused
+    assert deleted.status_code == 200 and after_delete.status_code == 200
+    assert idle.status_code == 200

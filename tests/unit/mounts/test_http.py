@@ -10,6 +10,7 @@ import anyio
 import anyio.abc
 import pytest
 import uvicorn
+from mcp.server.mcpserver import MCPServer
 
 from agent_server.mounts.config import MountConfig, parse_mcp_servers
 from agent_server.types import ToolCall
@@ -90,3 +91,43 @@ async def test_a_server_that_went_away_is_reconnected_by_the_next_call(free_tcp_
             assert (back.is_error, back.text()) == (False, "three")
             assert manager.states()[0]["state"] == "ready"
             second.set()
+
+
+def gate_server(calls: int) -> MCPServer:
+    """One tool, `gate`, whose calls all wait until `calls` of them are in flight at once."""
+    server = MCPServer("gate", log_level="WARNING")
+    state = {"in": 0}
+    full = anyio.Event()
+
+    @server.tool()
+    async def gate() -> str:
+        state["in"] += 1
+        if state["in"] >= calls:
+            full.set()
+        await full.wait()
+        return "through"
+
+    return server
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_more_than_a_hundred_calls_to_one_http_mount_are_in_flight_at_once(mode: str, free_tcp_port: int) -> None:
+    calls = 120  # httpx2's default pool would hold the 101st back until its pool timeout
+    app = gate_server(calls).streamable_http_app()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_tcp_port, log_level="warning"))
+    config = MountConfig(name="web", url=f"http://127.0.0.1:{free_tcp_port}/mcp", timeout_s=60)
+    texts: list[str] = []
+
+    async def one(i: int) -> None:
+        texts.append((await manager.call_tool(ToolCall(id=f"c{i}", name="web__gate", arguments={}))).text())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        await poll_until(lambda: server.started, timeout=10)
+        async with mounted([config], mode=mode) as manager:
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as callers:
+                    for i in range(calls):
+                        callers.start_soon(one, i)
+        server.should_exit = server.force_exit = True
+    assert texts == ["through"] * calls

@@ -71,3 +71,13 @@ def test_the_resource_url_is_the_setting_else_the_audience_else_the_bind() -> No
     assert resource_url(jwt, "0.0.0.0", 8000) == "https://a/mcp"
     own = TOKENS.model_copy(update={"resource_url": "https://agents.example.com/mcp"})
     assert resource_url(own, "0.0.0.0", 8000) == "https://agents.example.com/mcp"
+
+
+def test_idle_connections_outlive_a_pooled_clients_so_it_never_reuses_one_being_closed() -> None:
+    """With both at 5 s (uvicorn's and httpx's defaults), a client could send a request on a connection the
+    server closed that instant: the request is reset (`ReadError`), which a burst of turns over HTTP showed."""
+    import httpx2
+
+    client_idle_s = httpx2.Limits().keepalive_expiry
+    assert client_idle_s is not None
+    assert HttpSettings().keep_alive_timeout_s > client_idle_s

@@ -18,6 +18,7 @@ from agent_server.errors import StoreError
 from agent_server.store import _sqlite_db
 from agent_server.store._common import INTERRUPTED_MESSAGE
 from agent_server.store._sqlite_db import SCHEMA_VERSION
+from agent_server.store._turn_locks import BYTE_LOCKS, TurnLockFiles
 from agent_server.store.sqlite import SqliteStore
 from agent_server.types import Message, TurnRecord, new_id, utc_now
 from tests.unit.store.helpers import completed
@@ -498,18 +499,54 @@ async def test_a_dead_processs_turn_lock_is_free_at_once(tmp_path: Path) -> None
         await store.close()
 
 
-async def test_deleting_a_session_removes_its_turn_lock_file(tmp_path: Path) -> None:
+@pytest.mark.skipif(not BYTE_LOCKS, reason="sessions' turn locks are bytes of one file on 64-bit Linux only")
+async def test_turn_locks_make_no_file_per_session(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path)
+    try:
+        for _ in range(3):
+            session = await store.create_session(title="s", metadata={})
+            async with store.hold_turn(session.session_id) as held:
+                assert held
+        assert [p.name for p in (tmp_path / "turn_locks").iterdir()] == ["sessions.lock"]
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("byte_locks", [False, *([True] if BYTE_LOCKS else [])])
+async def test_a_held_turn_lock_excludes_another_holder_until_released(tmp_path: Path, byte_locks: bool) -> None:
+    locks = TurnLockFiles(tmp_path, byte_locks=byte_locks)
+    held = locks.try_lock("ses_a")
+    assert held is not None
+    assert locks.try_lock("ses_a") is None  # another holder in the same process is refused too
+    other = locks.try_lock("ses_b")
+    assert other is not None
+    locks.release(held)
+    again = locks.try_lock("ses_a")
+    assert again is not None
+    locks.release(again)
+    locks.release(other)
+
+
+async def test_deleting_a_session_leaves_no_turn_lock_file(tmp_path: Path) -> None:
     store = await SqliteStore.open(tmp_path)
     try:
         session = await store.create_session(title="s", metadata={})
         async with store.hold_turn(session.session_id) as held:
             assert held
-        lock_file = tmp_path / "turn_locks" / f"{session.session_id}.lock"
-        assert lock_file.exists()
         await store.delete_session(session.session_id)
-        assert not lock_file.exists()
+        assert not (tmp_path / "turn_locks" / f"{session.session_id}.lock").exists()
     finally:
         await store.close()
+
+
+async def test_without_byte_locks_deleting_a_session_removes_its_lock_file(tmp_path: Path) -> None:
+    locks = TurnLockFiles(tmp_path, byte_locks=False)
+    fd = locks.try_lock("ses_a")
+    assert fd is not None
+    locks.release(fd)
+    assert (tmp_path / "ses_a.lock").exists()
+    locks.remove("ses_a")
+    assert not (tmp_path / "ses_a.lock").exists()
 
 
 async def test_a_version_5_database_gains_the_web_views_questions(tmp_path: Path) -> None:
