@@ -46,17 +46,20 @@ async def test_stdio_calls_progress_cancel_then_killed_mid_call_and_restarted(tm
         assert env.structured == {"PATH": ENVIRON["PATH"], "HOME": "/home/agent", "SECRET_TOKEN": None, "MINE": "1"}
 
         progress = Progress()
+        began = time.perf_counter()
         burst = await manager.call_tool(
             ToolCall(id="c2", name="echo__burst", arguments={"n": 5000}), on_progress=progress
         )
+        intervals = (time.perf_counter() - began) / 0.1  # the manager's default progress interval
         assert burst.text() == "5000" and progress.updates[-1] == (5000.0, 5000.0, "tick 5000")
-        assert len(progress.updates) < 50
+        assert len(progress.updates) <= min(intervals + 2, 4999)  # coalesced: one per interval, and the last
 
-        cancelled = tmp_path / "cancelled"
-        with anyio.move_on_after(0.3):
-            await manager.call_tool(
-                ToolCall(id="c3", name="echo__sleep", arguments={"seconds": 30, "marker": str(cancelled)})
-            )
+        cancelled, started = tmp_path / "cancelled", tmp_path / "sleeping"
+        arguments = {"seconds": 30, "marker": str(cancelled), "started": str(started)}
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(manager.call_tool, ToolCall(id="c3", name="echo__sleep", arguments=arguments))
+            await poll_until(lambda: bool(written(started)))  # the call is running: cancel it now
+            tg.cancel_scope.cancel()
         await poll_until(lambda: written(cancelled) == "cancelled")  # notifications/cancelled reached the server
 
         await kill_mid_call_then_restart(manager, tmp_path / "started")
@@ -76,7 +79,7 @@ async def kill_mid_call_then_restart(manager: MountManager, started: Path) -> No
         await poll_until(lambda: bool(written(started)))
         killed_at = time.perf_counter()
         os.kill(first_pid, signal.SIGKILL)
-    assert time.perf_counter() - killed_at < 1.0  # at once, not at the 20 s timeout
+    assert time.perf_counter() - killed_at < 10.0  # at once, not at the 20 s timeout
     (result,) = results
     assert result.is_error and "killed by signal 9" in result.text()
     assert manager.states()[0]["state"] == "failed"
