@@ -8,7 +8,10 @@ than its directory's says so with its own marker (e.g. `@pytest.mark.subprocess`
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,3 +58,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def anyio_backend() -> str:
     # The anyio pytest plugin runs @pytest.mark.anyio tests once per backend returned here.
     return "asyncio"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _output_schema_validators_shared_across_clients() -> Iterator[None]:
+    """Every SDK client still validates each structured result against its tool's output schema, but checks a
+    schema against the JSON Schema meta-schema once per test run instead of once per client: that check is ~60x a
+    validation, and with a new client in every test it was half of the fast tier's time. Keyed by the schema's
+    content, so a changed schema is checked again (as the SDK's own per-session cache does)."""
+    from mcp.client.session import ClientSession
+
+    compile_once = ClientSession._output_schema_validator  # pyright: ignore[reportPrivateUsage]
+    compiled: dict[str, Any] = {}
+
+    def shared(self: ClientSession, name: str, output_schema: dict[str, Any]) -> Any:
+        key = json.dumps(output_schema, sort_keys=True)
+        if key not in compiled:
+            compiled[key] = compile_once(self, name, output_schema)
+        return compiled[key]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ClientSession, "_output_schema_validator", shared)
+        yield
