@@ -25,16 +25,16 @@ import anyio
 
 from agent_server.agent import prompts
 from agent_server.agent.approvals import ApprovalGate
-from agent_server.agent.arguments import bound_argument_nesting
+from agent_server.agent.arguments import LOOP_ARGUMENTS_MAX_CHARS, bound_argument_nesting, calls_fit
 from agent_server.agent.compaction import summary_message
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.preflight import maybe_compact
 from agent_server.agent.stops import cut_answer, explain_cut_calls
 from agent_server.agent.tool_calls import result_messages, run_tool_round
 from agent_server.agent.turn_state import Phase, Reason, TurnState
-from agent_server.agent.window import fit_between_rounds, fit_calls, result_budget
+from agent_server.agent.window import fit_between_rounds, fit_calls, over_threshold, result_budget
 from agent_server.errors import MAX_TOOL_PASSES, ModelError
-from agent_server.events import EventIds, EventSink, PromptTraceEvent, StatusEvent, TokenEvent
+from agent_server.events import EventIds, EventSink, PromptTraceEvent, StatusEvent, TokenEvent, listening
 from agent_server.llm.base import ModelRequest, ModelResponse
 from agent_server.settings import Settings
 from agent_server.telemetry import Telemetry
@@ -45,6 +45,7 @@ from agent_server.types import (
     ErrorInfo,
     Message,
     SessionHistory,
+    ToolCall,
     ToolRound,
     ToolSpec,
     TurnStatus,
@@ -58,6 +59,8 @@ class NextStepRunTools:
     """The model asked for tools: run them."""
 
     response: ModelResponse
+    kept: list[ToolCall]
+    """The calls as the record, the history and the events keep them (`window.fit_calls`)."""
     phase: ClassVar[Phase] = "executing_tools"
     reason: ClassVar[Reason] = "assistant_requested_tools"
 
@@ -104,6 +107,8 @@ class _Run:
     turn_start: int = 0
     """Where the turn's own messages (its prompt onwards) begin in `messages`."""
     tool_tokens: int = 0
+    message_tokens: int = 0
+    """The estimated tokens of `messages`, kept as they grow (so a round does not walk the whole request again)."""
     tool_round: int = 0
     """How many tool rounds have run."""
 
@@ -112,7 +117,8 @@ class _Run:
         return self.state.ids()
 
     async def status(self, phase: str, message: str) -> None:
-        await self.emit(StatusEvent(phase=phase, message=message, **self.ids))
+        if listening(self.emit):
+            await self.emit(StatusEvent(phase=phase, message=message, **self.ids))
 
 
 async def drive(
@@ -140,8 +146,8 @@ async def drive(
         state.transition(phase, step.phase, step.reason)
         phase = step.phase
         match step:
-            case NextStepRunTools(response=response):
-                step = await _run_tools(run, response)
+            case NextStepRunTools(response=response, kept=kept):
+                step = await _run_tools(run, response, kept)
             case NextStepDecide():
                 step = _decide_after_tools()
             case NextStepSample():
@@ -180,15 +186,14 @@ async def _prepare(run: _Run, history: SessionHistory) -> None:
     run.messages = [Message(role="system", content=system), *framing, *(m.message for m in history.messages), user]
     run.turn_start = len(run.messages) - 1
     run.tool_tokens = tool_tokens
+    history_tokens = live_tokens + prompts.estimate_message_tokens([*framing, user])
+    run.message_tokens = history_tokens + prompts.estimate_message_tokens(run.messages[:1])
     run.state.commit([user])
-    await run.emit(
-        PromptTraceEvent(
-            parts=prompts.trace_parts(parts),
-            history_tokens=live_tokens + prompts.estimate_message_tokens([*framing, user]),
-            tool_schema_tokens=tool_tokens,
-            **run.ids,
+    if listening(run.emit):
+        trace = PromptTraceEvent(
+            parts=prompts.trace_parts(parts), history_tokens=history_tokens, tool_schema_tokens=tool_tokens, **run.ids
         )
-    )
+        await run.emit(trace)
 
 
 async def _prompt_parts(settings: Settings) -> list[prompts.PromptPart]:
@@ -201,17 +206,19 @@ async def _prompt_parts(settings: Settings) -> list[prompts.PromptPart]:
 
 async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
     """One model call: the tools it asks for, its answer, or its failure."""
-    if run.tool_round:
+    if run.tool_round and over_threshold(run.deps.settings, run.message_tokens, run.tool_tokens):
         run.messages = await fit_between_rounds(
             run.deps, run.state, run.messages, turn_start=run.turn_start, tool_tokens=run.tool_tokens, emit=run.emit
         )
+        run.message_tokens = prompts.estimate_message_tokens(run.messages)
     await run.status("sampling", f"sampling (round {run.tool_round + 1})")
     request = ModelRequest(
         messages=run.messages, tools=run.tools, model=run.request.options.model, session_id=run.state.record.session_id
     )
 
     async def on_text(delta: str) -> None:
-        await run.emit(TokenEvent(delta=delta, **run.ids))
+        if listening(run.emit):
+            await run.emit(TokenEvent(delta=delta, **run.ids))
 
     async def on_retry(attempt: int, reason: str) -> None:
         await run.status("sampling", f"model attempt {attempt} failed: {reason}")
@@ -222,18 +229,28 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
     except ModelError as exc:
         return NextStepFinish("model_failed", "failed", error=ErrorInfo(type=exc.type, message=exc.message))
     duration = anyio.current_time() - started
-    response = await _record_response(run, explain_cut_calls(response), duration)
+    response, kept = await _record_response(run, explain_cut_calls(response), duration)
     if response.tool_calls:
-        return NextStepRunTools(response)
+        return NextStepRunTools(response, kept)
     return await _answer(run, response)
 
 
-async def _record_response(run: _Run, response: ModelResponse, duration_s: float) -> ModelResponse:
-    """The response with its arguments' nesting bounded, added to the record (with how long the call took)."""
-    response = response.model_copy(update={"tool_calls": bound_argument_nesting(response.tool_calls)})
+async def _record_response(
+    run: _Run, response: ModelResponse, duration_s: float
+) -> tuple[ModelResponse, list[ToolCall]]:
+    """The response with its arguments' nesting bounded, added to the record (with how long the call took),
+    and its calls as the record keeps them."""
+    if response.tool_calls:
+        budget = result_budget(run.deps.settings, len(response.tool_calls))
+        if calls_fit(response.tool_calls, LOOP_ARGUMENTS_MAX_CHARS):
+            calls, kept = _bound_and_fit(response.tool_calls, budget)
+        else:  # a large input (a model's mistake, or hostile): walking it would hold the event loop
+            calls, kept = await anyio.to_thread.run_sync(_bound_and_fit, response.tool_calls, budget)
+        response = response.model_copy(update={"tool_calls": calls})
+    else:
+        kept = []
     reasoning = response.reasoning if run.request.options.trace == "extended" else None
     phase = "initial" if run.tool_round == 0 else f"followup_{run.tool_round}"
-    kept = fit_calls(response.tool_calls, result_budget(run.deps.settings, len(response.tool_calls)))
     turn = AssistantTurn(
         phase=phase,
         text=response.text,
@@ -248,7 +265,13 @@ async def _record_response(run: _Run, response: ModelResponse, duration_s: float
         names = ", ".join(call.name for call in response.tool_calls)
         await run.status("sampling", f"the model wrote its tool call(s) as text; recovered from text: {names}")
         logger.info("turn %s: tool call(s) recovered from the answer's text: %s", run.state.record.turn_id, names)
-    return response
+    return response, kept
+
+
+def _bound_and_fit(calls: list[ToolCall], budget: int) -> tuple[list[ToolCall], list[ToolCall]]:
+    """The calls with their nesting bounded (as they run), and as the record keeps them (`fit_calls`)."""
+    bounded = bound_argument_nesting(calls)
+    return bounded, fit_calls(bounded, budget)
 
 
 async def _answer(run: _Run, response: ModelResponse) -> NextStepFinish:
@@ -273,7 +296,7 @@ def _answer_warning(response: ModelResponse) -> str | None:
     return None
 
 
-async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | NextStepFinish:
+async def _run_tools(run: _Run, response: ModelResponse, kept: list[ToolCall]) -> NextStepDecide | NextStepFinish:
     """One tool round, unless the turn has used all its tool passes."""
     passes = run.request.max_tool_passes
     if run.tool_round >= passes:
@@ -285,7 +308,7 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
     tool_round = run.tool_round
     await run.status("executing_tools", f"running {len(response.tool_calls)} tool call(s) (round {tool_round})")
     budget = result_budget(run.deps.settings, len(response.tool_calls))
-    kept = fit_calls(response.tool_calls, budget)  # what the history and the record keep; the calls run whole
+    # `kept` is what the history and the record keep; the calls run whole
     assistant = Message(role="assistant", content=response.text, tool_calls=kept, native=response.native)
     results = await run_tool_round(
         run.deps.tools,
@@ -294,12 +317,14 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
         emit=run.emit,
         ids=run.ids,
         max_chars=budget,
+        shown=kept,
         gate=run.gate,
         telemetry=run.deps.telemetry,
         kinds={spec.name: spec.kind for spec in run.tools},
     )
     step = [assistant, *result_messages(results)]
     run.messages += step
+    run.message_tokens += prompts.estimate_message_tokens(step)
     run.state.commit(step)
     run.state.add_tool_round(ToolRound(tool_round=tool_round, requested_tools=kept, tool_results=results))
     return NextStepDecide()

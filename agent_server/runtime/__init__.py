@@ -44,7 +44,7 @@ import anyio
 import anyio.to_thread
 
 from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFound, TurnLockLost, TurnNotFound
-from agent_server.events import AgentEvent, EventIds, EventSink
+from agent_server.events import AgentEvent, EventIds, EventSink, listening
 from agent_server.ids import check_ids
 from agent_server.llm.unavailable import CONFIGURE
 from agent_server.redaction import redact_url
@@ -179,6 +179,25 @@ class _Shared:
     view_url: str | None = None
     """Where this process serves the web view (`serve_view_at`), for the stderr line of a web question."""
     web: WebApprovals | None = None
+
+
+class _PublishedSink:
+    """A turn's events to its caller's sink and to the pages that watch the principal's turns (`LiveFeed`);
+    nobody listens when the caller discards them and no page watches."""
+
+    def __init__(self, feed: LiveFeed, principal: str, on_event: EventSink) -> None:
+        from agent_server.agent.context import DISCARD
+
+        self._feed, self._principal, self._on_event = feed, principal, on_event
+        self._discarded = on_event is DISCARD
+
+    def listening(self) -> bool:
+        caller = not self._discarded and listening(self._on_event)
+        return caller or self._feed.watched(self._principal)
+
+    async def __call__(self, event: AgentEvent) -> None:
+        self._feed.publish(self._principal, event)
+        await self._on_event(event)
 
 
 class AgentRuntime:
@@ -609,13 +628,7 @@ class AgentRuntime:
         return f"run `agent-server view {where}` and open the page it prints"
 
     def _published(self, on_event: EventSink) -> EventSink:
-        feed, principal = self._shared.feed, self._principal
-
-        async def sink(event: AgentEvent) -> None:
-            feed.publish(principal, event)
-            await on_event(event)
-
-        return sink
+        return _PublishedSink(self._shared.feed, self._principal, on_event)
 
     def serve_view_at(self, url: str) -> None:
         """Say that this process serves the web view at `url` (the stderr line of each web question names it)."""

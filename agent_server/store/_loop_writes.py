@@ -20,8 +20,8 @@ the WAL without an fsync; the checkpoint fsyncs, in the thread).
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
+from agent_server.nesting import chars_left as _value
 from agent_server.types import ContentPart, Message, TextPart, ToolCall, ToolResult, TurnRecord
 
 LOOP_WRITE_MAX_CHARS = 32_768
@@ -30,8 +30,7 @@ LOOP_WRITE_MAX_CHARS = 32_768
 CHECKPOINT_WAL_BYTES = 4 * 1024 * 1024
 """The WAL size past which the store checkpoints (in a worker thread): SQLite's own default is 1,000 pages."""
 _NODE_CHARS = 16
-"""What one JSON value counts at least (its punctuation), so a wide structure of tiny values spends the
-budget too, and the walk stays short."""
+"""What a message or call counts at least, beyond its text."""
 _RECORD_ITEM_CHARS = 256
 """What one transition or approval of a record counts (small fixed-shape objects)."""
 
@@ -94,25 +93,4 @@ def _calls(calls: list[ToolCall], left: int) -> int:
         if left < 0:
             break
         left = _value(call.arguments, left - len(call.name) - len(call.id) - _NODE_CHARS * 2)
-    return left
-
-
-def _value(value: Any, left: int) -> int:
-    """`left` less `value`'s estimated JSON size; the walk stops once `left` is below zero."""
-    stack: list[Any] = [value]
-    while stack and left >= 0:
-        item = stack.pop()
-        if isinstance(item, str):
-            left -= len(item) + 2
-        elif isinstance(item, dict):
-            entries: dict[Any, Any] = item  # pyright: ignore[reportUnknownVariableType]
-            left -= _NODE_CHARS * (1 + len(entries))  # counted before the walk: a huge object ends it at once
-            if left >= 0:
-                left -= sum(len(str(key)) for key in entries)
-                stack += entries.values()
-        elif isinstance(item, list | tuple):
-            elements: list[Any] = list(item)  # pyright: ignore[reportUnknownArgumentType]
-            left -= _NODE_CHARS * (1 + len(elements))
-            if left >= 0:
-                stack += elements
     return left
