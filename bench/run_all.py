@@ -70,6 +70,7 @@ def scripts(rounds_given: int | None, warmup_given: int | None) -> list[tuple[st
         ("runtime_hops.py", rounds),
         ("end_of_input.py", [*rounds, *warmup]),
         ("tracing_cost.py", [*rounds, *warmup]),
+        ("loop_lag.py", [*rounds, *warmup]),
     ]
 
 

@@ -61,6 +61,8 @@ class NextStepRunTools:
     response: ModelResponse
     kept: list[ToolCall]
     """The calls as the record, the history and the events keep them (`window.fit_calls`)."""
+    kept_tokens: int
+    """The estimated tokens of `kept` (computed with them: for large arguments, in a worker thread)."""
     phase: ClassVar[Phase] = "executing_tools"
     reason: ClassVar[Reason] = "assistant_requested_tools"
 
@@ -146,8 +148,8 @@ async def drive(
         state.transition(phase, step.phase, step.reason)
         phase = step.phase
         match step:
-            case NextStepRunTools(response=response, kept=kept):
-                step = await _run_tools(run, response, kept)
+            case NextStepRunTools(response=response, kept=kept, kept_tokens=kept_tokens):
+                step = await _run_tools(run, response, kept, kept_tokens)
             case NextStepDecide():
                 step = _decide_after_tools()
             case NextStepSample():
@@ -229,26 +231,26 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepFinish:
     except ModelError as exc:
         return NextStepFinish("model_failed", "failed", error=ErrorInfo(type=exc.type, message=exc.message))
     duration = anyio.current_time() - started
-    response, kept = await _record_response(run, explain_cut_calls(response), duration)
+    response, kept, kept_tokens = await _record_response(run, explain_cut_calls(response), duration)
     if response.tool_calls:
-        return NextStepRunTools(response, kept)
+        return NextStepRunTools(response, kept, kept_tokens)
     return await _answer(run, response)
 
 
 async def _record_response(
     run: _Run, response: ModelResponse, duration_s: float
-) -> tuple[ModelResponse, list[ToolCall]]:
+) -> tuple[ModelResponse, list[ToolCall], int]:
     """The response with its arguments' nesting bounded, added to the record (with how long the call took),
-    and its calls as the record keeps them."""
+    its calls as the record keeps them and their estimated tokens."""
+    kept: list[ToolCall] = []
+    kept_tokens = 0
     if response.tool_calls:
         budget = result_budget(run.deps.settings, len(response.tool_calls))
         if calls_fit(response.tool_calls, LOOP_ARGUMENTS_MAX_CHARS):
-            calls, kept = _bound_and_fit(response.tool_calls, budget)
+            calls, kept, kept_tokens = _bound_and_fit(response.tool_calls, budget)
         else:  # a large input (a model's mistake, or hostile): walking it would hold the event loop
-            calls, kept = await anyio.to_thread.run_sync(_bound_and_fit, response.tool_calls, budget)
+            calls, kept, kept_tokens = await anyio.to_thread.run_sync(_bound_and_fit, response.tool_calls, budget)
         response = response.model_copy(update={"tool_calls": calls})
-    else:
-        kept = []
     reasoning = response.reasoning if run.request.options.trace == "extended" else None
     phase = "initial" if run.tool_round == 0 else f"followup_{run.tool_round}"
     turn = AssistantTurn(
@@ -265,13 +267,15 @@ async def _record_response(
         names = ", ".join(call.name for call in response.tool_calls)
         await run.status("sampling", f"the model wrote its tool call(s) as text; recovered from text: {names}")
         logger.info("turn %s: tool call(s) recovered from the answer's text: %s", run.state.record.turn_id, names)
-    return response, kept
+    return response, kept, kept_tokens
 
 
-def _bound_and_fit(calls: list[ToolCall], budget: int) -> tuple[list[ToolCall], list[ToolCall]]:
-    """The calls with their nesting bounded (as they run), and as the record keeps them (`fit_calls`)."""
+def _bound_and_fit(calls: list[ToolCall], budget: int) -> tuple[list[ToolCall], list[ToolCall], int]:
+    """The calls with their nesting bounded (as they run), as the record keeps them (`fit_calls`), and the
+    estimated tokens of those."""
     bounded = bound_argument_nesting(calls)
-    return bounded, fit_calls(bounded, budget)
+    kept = fit_calls(bounded, budget)
+    return bounded, kept, prompts.estimate_call_tokens(kept)
 
 
 async def _answer(run: _Run, response: ModelResponse) -> NextStepFinish:
@@ -296,7 +300,9 @@ def _answer_warning(response: ModelResponse) -> str | None:
     return None
 
 
-async def _run_tools(run: _Run, response: ModelResponse, kept: list[ToolCall]) -> NextStepDecide | NextStepFinish:
+async def _run_tools(
+    run: _Run, response: ModelResponse, kept: list[ToolCall], kept_tokens: int
+) -> NextStepDecide | NextStepFinish:
     """One tool round, unless the turn has used all its tool passes."""
     passes = run.request.max_tool_passes
     if run.tool_round >= passes:
@@ -324,7 +330,8 @@ async def _run_tools(run: _Run, response: ModelResponse, kept: list[ToolCall]) -
     )
     step = [assistant, *result_messages(results)]
     run.messages += step
-    run.message_tokens += prompts.estimate_message_tokens(step)
+    text_only = assistant.model_copy(update={"tool_calls": []})
+    run.message_tokens += kept_tokens + prompts.estimate_message_tokens([text_only, *step[1:]])
     run.state.commit(step)
     run.state.add_tool_round(ToolRound(tool_round=tool_round, requested_tools=kept, tool_results=results))
     return NextStepDecide()

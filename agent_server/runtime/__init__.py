@@ -30,6 +30,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import gc
 import logging
 import math
 import os
@@ -329,11 +330,17 @@ class AgentRuntime:
         The imports run in a worker thread, so a front door can call this in the background as it starts
         (the MCP server does) and go on answering the handshake meanwhile. Idempotent.
 
+        Once loaded, the heap so far (modules, the protocol libraries' models: most of the process) is frozen out
+        of the cyclic garbage collector (`gc.freeze`): its full collections walked all of it, holding the event
+        loop for 100 ms and more in a busy server (`bench/loop_lag.py`); those objects live as long as the
+        process anyway.
+
         Raises:
             StoreError: the store cannot be opened (a later call tries again).
         """
         await anyio.to_thread.run_sync(import_turn_code)
         await self._ready()
+        gc.freeze()
 
     async def _ready(self) -> Parts:
         """The store and the tools, opened and built by the first call that needs them.
