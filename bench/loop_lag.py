@@ -137,7 +137,7 @@ class Ticker:
                 held = time.thread_time() - start
                 ticker.held.append(held)
                 if held > 0.0005:
-                    ticker.longest.append((held, repr(handle)[:160]))
+                    ticker.longest.append((held, _where(handle)))
 
         asyncio.events.Handle._run = timed  # type: ignore[method-assign]
 
@@ -147,6 +147,22 @@ class Ticker:
             await anyio.sleep(TICK_S)
             if self.on:
                 self.lags.append(max(0.0, time.perf_counter() - start - TICK_S))
+
+
+def _where(handle: asyncio.events.Handle) -> str:
+    """The task a callback stepped, by the innermost coroutine it now waits in (where the step ended)."""
+    callback = getattr(handle, "_callback", None)
+    task: object = getattr(callback, "__self__", None)
+    if not isinstance(task, asyncio.Task):
+        return repr(handle)[:160]
+    coro: Any = task.get_coro()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    names: list[str] = []
+    while coro is not None and len(names) < 12:
+        code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
+        if code is not None:
+            names.append(code.co_qualname)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return " > ".join(names[-4:]) or repr(handle)[:160]
 
 
 async def _round(runtime: AgentRuntime, turns: int) -> None:
