@@ -138,6 +138,15 @@ AgentEvent = Annotated[
 ]
 
 EventSink = Callable[[AgentEvent], Awaitable[None]]
-"""Where a running turn sends its events."""
+"""Where a running turn sends its events. A sink that can tell when nothing it is sent reaches anyone has a
+`listening()` method saying so (see `listening`)."""
+
+
+def listening(sink: EventSink) -> bool:
+    """Whether an event sent to `sink` now may reach anyone: a turn builds no event when none would (building
+    them is a measurable part of a turn's own work). Sinks without a `listening()` method always listen."""
+    probe = getattr(sink, "listening", None)
+    return True if probe is None else bool(probe())
+
 
 AGENT_EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)

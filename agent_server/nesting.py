@@ -69,6 +69,34 @@ def loads_bounded(text: str | bytes, limit: int = MAX_DOCUMENT_DEPTH) -> Any:
     return json.loads(text)
 
 
+def chars_left(value: Any, left: int) -> int:
+    """`left` less the estimated JSON size of `value` (strings by their length, every value and key at least
+    `_VALUE_CHARS`); the walk stops as soon as the result is below zero, so it is cheap however large `value`
+    is (iterative: no recursion limit)."""
+    stack: list[Any] = [value]
+    while stack and left >= 0:
+        item = stack.pop()
+        if isinstance(item, str):
+            left -= len(item) + 2
+        elif isinstance(item, dict):
+            entries: dict[Any, Any] = item  # pyright: ignore[reportUnknownVariableType]
+            left -= _VALUE_CHARS * (1 + len(entries))  # counted before the walk: a huge object ends it at once
+            if left >= 0:
+                left -= sum(len(str(key)) for key in entries)
+                stack += entries.values()
+        elif isinstance(item, list | tuple):
+            elements: list[Any] = list(item)  # pyright: ignore[reportUnknownArgumentType]
+            left -= _VALUE_CHARS * (1 + len(elements))
+            if left >= 0:
+                stack += elements
+    return left
+
+
+_VALUE_CHARS = 16
+"""What one JSON value counts at least in `chars_left` (its punctuation), so a wide structure of tiny values
+spends the budget too, and the walk stays short."""
+
+
 def deeper_than(value: Any, limit: int) -> bool:
     """True when `value` nests dicts and lists more than `limit` deep (iterative: no recursion limit)."""
     stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []

@@ -71,6 +71,7 @@ def scripts(rounds_given: int | None, warmup_given: int | None) -> list[tuple[st
         ("end_of_input.py", [*rounds, *warmup]),
         ("tracing_cost.py", [*rounds, *warmup]),
         ("http_load.py", [*rounds, *warmup]),
+        ("loop_lag.py", [*rounds, *warmup]),
     ]
 
 

@@ -3,7 +3,8 @@
 hold the event loop).
 
 The turn of `whole_turn.py` (a scripted `list_dir` of an empty directory, then the answer; SQLite store; no
-MCP): three hops per turn (`begin_turn`, the tool, `finish_turn`). One runtime; each round times a block of
+MCP): one hop per turn (the tool; `begin_turn` and `finish_turn` run on the loop when the database is free).
+One runtime; each round times a block of
 `--turns` turns on each side, each turn in a fresh session created untimed, the order of the sides flipping
 every round. Figures are medians over the rounds of the per-turn time of a block; the headline is the cost of
 one hop, (shipped - inline) / 3, and how the in-process turn compares with the MCP echo round trip of
@@ -34,7 +35,7 @@ from agent_server import AgentRuntime, Settings, TurnOptions  # noqa: E402
 from agent_server.testing import ScriptedLLM  # noqa: E402
 
 TURN = [{"tool_calls": [{"name": "list_dir", "arguments": {"path": "empty"}}]}, {"content": "done"}]
-HOPS_PER_TURN = 3
+HOPS_PER_TURN = 1
 SHIPPED: Callable[..., Any] = anyio.to_thread.run_sync
 
 
@@ -90,7 +91,7 @@ def render(r: dict[str, Any]) -> str:
         [
             r["measure"],
             f"rounds: {r['rounds']} blocks of {r['turns_per_block']} turns per side, order flipping every round",
-            f"per turn, as shipped (3 worker-thread hops): {r['shipped_turn_s'] * 1e6:.0f} us",
+            f"per turn, as shipped (1 worker-thread hop): {r['shipped_turn_s'] * 1e6:.0f} us",
             f"per turn, every hop run inline (what-if): {r['inline_turn_s'] * 1e6:.0f} us",
             f"one hop in a turn: {r['hop_s'] * 1e6:.0f} us",
             *machine_lines(r),

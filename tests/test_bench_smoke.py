@@ -173,7 +173,7 @@ ONE_ROUND = ["--rounds", "1", "--warmup", "0"]
 # Each issue-6 and issue-12 figure's script with tiny sizes, and the labels its text output must contain.
 RUNTIME_HOPS_LABELS = [
     "as shipped vs to_thread inline",
-    "per turn, as shipped (3 worker-thread hops):",
+    "per turn, as shipped (1 worker-thread hop):",
     "per turn, every hop run inline (what-if):",
     "one hop in a turn:",
     *MACHINE_LABELS,
@@ -208,6 +208,14 @@ HTTP_LOAD_LABELS = [
     "failures: 0 of 3",
     *MACHINE_LABELS,
 ]
+LOOP_LAG_LABELS = [
+    "event-loop lag (1 ms ticker)",
+    "lag, plain turns:",
+    "lag, one turn a round with a 64 KiB crafted argument:",
+    "loop held per callback (CPU):",
+    "goal: p99 <= 1.0 ms and max <= 5.0 ms:",
+    *MACHINE_LABELS,
+]
 TINY: dict[str, tuple[list[str], list[str]]] = {
     "tool_round.py": ([*ONE_ROUND, "--big", "3", "--small", "1", "--calls", "3"], TOOL_ROUND_LABELS),
     "persistence.py": ([*ONE_ROUND, "--big", "60", "--small", "10", "--batch", "3"], PERSISTENCE_LABELS),
@@ -234,6 +242,7 @@ TINY: dict[str, tuple[list[str], list[str]]] = {
         ],
         HTTP_LOAD_LABELS,
     ),
+    "loop_lag.py": ([*ONE_ROUND, "--turns", "2", "--hostile-kb", "64"], LOOP_LAG_LABELS),
 }
 
 

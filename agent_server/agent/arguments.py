@@ -8,10 +8,25 @@ deeper than `MAX_ARGUMENT_DEPTH` is not run: the model gets an error result for 
 
 from __future__ import annotations
 
-from agent_server.nesting import MAX_ARGUMENT_DEPTH, deeper_than
+from agent_server.nesting import MAX_ARGUMENT_DEPTH, chars_left, deeper_than
 from agent_server.types import ToolCall
 
-__all__ = ["MAX_ARGUMENT_DEPTH", "bound_argument_nesting"]
+__all__ = ["LOOP_ARGUMENTS_MAX_CHARS", "MAX_ARGUMENT_DEPTH", "bound_argument_nesting", "calls_fit"]
+
+LOOP_ARGUMENTS_MAX_CHARS = 32_768
+"""The most characters of arguments (estimated, `nesting.chars_left`) whose checks (`bound_argument_nesting`,
+`window.fit_calls`) run on the event loop; a larger response's run in a worker thread, so a model's huge or
+crafted arguments never hold the loop (the rule: never more than 1 ms)."""
+
+
+def calls_fit(calls: list[ToolCall], max_chars: int) -> bool:
+    """Whether the calls' arguments are estimated at most `max_chars` characters (a walk that stops early)."""
+    left = max_chars
+    for call in calls:
+        left = chars_left(call.arguments, left)
+        if left < 0:
+            return False
+    return True
 
 
 def bound_argument_nesting(calls: list[ToolCall]) -> list[ToolCall]:

@@ -27,16 +27,16 @@ import anyio
 
 from agent_server.agent import prompts
 from agent_server.agent.approvals import ApprovalGate
-from agent_server.agent.arguments import bound_argument_nesting
+from agent_server.agent.arguments import LOOP_ARGUMENTS_MAX_CHARS, bound_argument_nesting, calls_fit
 from agent_server.agent.compaction import summary_message
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.preflight import maybe_compact
 from agent_server.agent.stops import cut_answer, explain_cut_calls
 from agent_server.agent.tool_calls import result_messages, run_tool_round
 from agent_server.agent.turn_state import Phase, Reason, TurnState
-from agent_server.agent.window import fit_between_rounds, fit_calls, result_budget
+from agent_server.agent.window import fit_between_rounds, fit_calls, over_threshold, result_budget
 from agent_server.errors import MAX_TOOL_PASSES, OUTPUT_INVALID, ModelError
-from agent_server.events import EventIds, EventSink, PromptTraceEvent, StatusEvent, TokenEvent
+from agent_server.events import EventIds, EventSink, PromptTraceEvent, StatusEvent, TokenEvent, listening
 from agent_server.llm.base import ModelRequest, ModelResponse
 from agent_server.output_schema import parse_answer, repair_prompt, schema_instructions
 from agent_server.settings import Settings
@@ -51,6 +51,7 @@ from agent_server.types import (
     ProjectGuidance,
     SessionHistory,
     TextPart,
+    ToolCall,
     ToolResult,
     ToolRound,
     ToolSpec,
@@ -68,6 +69,10 @@ class NextStepRunTools:
     """The model asked for tools: run them."""
 
     response: ModelResponse
+    kept: list[ToolCall]
+    """The calls as the record, the history and the events keep them (`window.fit_calls`)."""
+    kept_tokens: int
+    """The estimated tokens of `kept` (computed with them: for large arguments, in a worker thread)."""
     phase: ClassVar[Phase] = "executing_tools"
     reason: ClassVar[Reason] = "assistant_requested_tools"
 
@@ -124,6 +129,8 @@ class _Run:
     turn_start: int = 0
     """Where the turn's own messages (its prompt onwards) begin in `messages`."""
     tool_tokens: int = 0
+    message_tokens: int = 0
+    """The estimated tokens of `messages`, kept as they grow (so a round does not walk the whole request again)."""
     tool_round: int = 0
     """How many tool rounds have run."""
     instructed: set[str] = field(default_factory=lambda: {"."})
@@ -136,7 +143,8 @@ class _Run:
         return self.state.ids()
 
     async def status(self, phase: str, message: str) -> None:
-        await self.emit(StatusEvent(phase=phase, message=message, **self.ids))
+        if listening(self.emit):
+            await self.emit(StatusEvent(phase=phase, message=message, **self.ids))
 
 
 async def drive(
@@ -164,8 +172,8 @@ async def drive(
         state.transition(phase, step.phase, step.reason)
         phase = step.phase
         match step:
-            case NextStepRunTools(response=response):
-                step = await _run_tools(run, response)
+            case NextStepRunTools(response=response, kept=kept, kept_tokens=kept_tokens):
+                step = await _run_tools(run, response, kept, kept_tokens)
             case NextStepDecide():
                 step = _decide_after_tools()
             case NextStepSample():
@@ -215,15 +223,14 @@ async def _prepare(run: _Run, history: SessionHistory) -> None:
     run.messages = [Message(role="system", content=system), *framing, *(m.message for m in history.messages), user]
     run.turn_start = len(run.messages) - 1
     run.tool_tokens = tool_tokens
+    history_tokens = live_tokens + prompts.estimate_message_tokens([*framing, user])
+    run.message_tokens = history_tokens + prompts.estimate_message_tokens(run.messages[:1])
     run.state.commit([user])
-    await run.emit(
-        PromptTraceEvent(
-            parts=prompts.trace_parts(parts),
-            history_tokens=live_tokens + prompts.estimate_message_tokens([*framing, user]),
-            tool_schema_tokens=tool_tokens,
-            **run.ids,
+    if listening(run.emit):
+        trace = PromptTraceEvent(
+            parts=prompts.trace_parts(parts), history_tokens=history_tokens, tool_schema_tokens=tool_tokens, **run.ids
         )
-    )
+        await run.emit(trace)
 
 
 async def _prompt_parts(settings: Settings, guidance: ProjectGuidance | None) -> list[prompts.PromptPart]:
@@ -238,10 +245,11 @@ async def _prompt_parts(settings: Settings, guidance: ProjectGuidance | None) ->
 
 async def _sample(run: _Run) -> NextStepRunTools | NextStepRepair | NextStepFinish:
     """One model call: the tools it asks for, its answer, or its failure."""
-    if run.tool_round:
+    if run.tool_round and over_threshold(run.deps.settings, run.message_tokens, run.tool_tokens):
         run.messages = await fit_between_rounds(
             run.deps, run.state, run.messages, turn_start=run.turn_start, tool_tokens=run.tool_tokens, emit=run.emit
         )
+        run.message_tokens = prompts.estimate_message_tokens(run.messages)
     await run.status("sampling", f"sampling (round {run.tool_round + 1})")
     options = run.request.options
     request = ModelRequest(
@@ -253,7 +261,8 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepRepair | NextStepFini
     )
 
     async def on_text(delta: str) -> None:
-        await run.emit(TokenEvent(delta=delta, **run.ids))
+        if listening(run.emit):
+            await run.emit(TokenEvent(delta=delta, **run.ids))
 
     async def on_retry(attempt: int, reason: str) -> None:
         await run.status("sampling", f"model attempt {attempt} failed: {reason}")
@@ -264,18 +273,28 @@ async def _sample(run: _Run) -> NextStepRunTools | NextStepRepair | NextStepFini
     except ModelError as exc:
         return NextStepFinish("model_failed", "failed", error=ErrorInfo(type=exc.type, message=exc.message))
     duration = anyio.current_time() - started
-    response = await _record_response(run, explain_cut_calls(response), duration)
+    response, kept, kept_tokens = await _record_response(run, explain_cut_calls(response), duration)
     if response.tool_calls:
-        return NextStepRunTools(response)
+        return NextStepRunTools(response, kept, kept_tokens)
     return await _answer(run, response)
 
 
-async def _record_response(run: _Run, response: ModelResponse, duration_s: float) -> ModelResponse:
-    """The response with its arguments' nesting bounded, added to the record (with how long the call took)."""
-    response = response.model_copy(update={"tool_calls": bound_argument_nesting(response.tool_calls)})
+async def _record_response(
+    run: _Run, response: ModelResponse, duration_s: float
+) -> tuple[ModelResponse, list[ToolCall], int]:
+    """The response with its arguments' nesting bounded, added to the record (with how long the call took),
+    its calls as the record keeps them and their estimated tokens."""
+    kept: list[ToolCall] = []
+    kept_tokens = 0
+    if response.tool_calls:
+        budget = result_budget(run.deps.settings, len(response.tool_calls))
+        if calls_fit(response.tool_calls, LOOP_ARGUMENTS_MAX_CHARS):
+            calls, kept, kept_tokens = _bound_and_fit(response.tool_calls, budget)
+        else:  # a large input (a model's mistake, or hostile): walking it would hold the event loop
+            calls, kept, kept_tokens = await anyio.to_thread.run_sync(_bound_and_fit, response.tool_calls, budget)
+        response = response.model_copy(update={"tool_calls": calls})
     reasoning = response.reasoning if run.request.options.trace == "extended" else None
     phase = "initial" if run.tool_round == 0 else f"followup_{run.tool_round}"
-    kept = fit_calls(response.tool_calls, result_budget(run.deps.settings, len(response.tool_calls)))
     turn = AssistantTurn(
         phase=phase,
         text=response.text,
@@ -290,7 +309,15 @@ async def _record_response(run: _Run, response: ModelResponse, duration_s: float
         names = ", ".join(call.name for call in response.tool_calls)
         await run.status("sampling", f"the model wrote its tool call(s) as text; recovered from text: {names}")
         logger.info("turn %s: tool call(s) recovered from the answer's text: %s", run.state.record.turn_id, names)
-    return response
+    return response, kept, kept_tokens
+
+
+def _bound_and_fit(calls: list[ToolCall], budget: int) -> tuple[list[ToolCall], list[ToolCall], int]:
+    """The calls with their nesting bounded (as they run), as the record keeps them (`fit_calls`), and the
+    estimated tokens of those."""
+    bounded = bound_argument_nesting(calls)
+    kept = fit_calls(bounded, budget)
+    return bounded, kept, prompts.estimate_call_tokens(kept)
 
 
 async def _answer(run: _Run, response: ModelResponse) -> NextStepRepair | NextStepFinish:
@@ -337,7 +364,9 @@ def _answer_warning(response: ModelResponse) -> str | None:
     return None
 
 
-async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | NextStepFinish:
+async def _run_tools(
+    run: _Run, response: ModelResponse, kept: list[ToolCall], kept_tokens: int
+) -> NextStepDecide | NextStepFinish:
     """One tool round, unless the turn has used all its tool passes."""
     passes = run.request.max_tool_passes
     if run.tool_round >= passes:
@@ -349,7 +378,7 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
     tool_round = run.tool_round
     await run.status("executing_tools", f"running {len(response.tool_calls)} tool call(s) (round {tool_round})")
     budget = result_budget(run.deps.settings, len(response.tool_calls))
-    kept = fit_calls(response.tool_calls, budget)  # what the history and the record keep; the calls run whole
+    # `kept` is what the history and the record keep; the calls run whole
     assistant = Message(role="assistant", content=response.text, tool_calls=kept, native=response.native)
     results = await run_tool_round(
         run.deps.tools,
@@ -358,6 +387,7 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
         emit=run.emit,
         ids=run.ids,
         max_chars=budget,
+        shown=kept,
         gate=run.gate,
         telemetry=run.deps.telemetry,
         kinds={spec.name: spec.kind for spec in run.tools},
@@ -365,6 +395,8 @@ async def _run_tools(run: _Run, response: ModelResponse) -> NextStepDecide | Nex
     results = await _with_nested_instructions(run, results)
     step = [assistant, *result_messages(results)]
     run.messages += step
+    text_only = assistant.model_copy(update={"tool_calls": []})
+    run.message_tokens += kept_tokens + prompts.estimate_message_tokens([text_only, *step[1:]])
     run.state.commit(step)
     run.state.add_tool_round(ToolRound(tool_round=tool_round, requested_tools=kept, tool_results=results))
     return NextStepDecide()

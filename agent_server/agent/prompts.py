@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_server import events
-from agent_server.types import ImagePart, Message, ProjectGuidance, ToolSpec
+from agent_server.types import ImagePart, Message, ProjectGuidance, ToolCall, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -81,9 +81,14 @@ def estimate_message_tokens(messages: Iterable[Message]) -> int:
         if not isinstance(message.content, str):
             total += IMAGE_TOKENS * sum(isinstance(part, ImagePart) for part in message.content)
         if message.tool_calls:
-            calls = [call.model_dump(mode="json", exclude_none=True) for call in message.tool_calls]
-            total += estimate_tokens(json.dumps(calls, ensure_ascii=False))
+            total += estimate_call_tokens(message.tool_calls)
     return total
+
+
+def estimate_call_tokens(calls: Sequence[ToolCall]) -> int:
+    """Estimated tokens of tool calls, as their JSON (serialised: proportional to the arguments' size)."""
+    dumped = [call.model_dump(mode="json", exclude_none=True) for call in calls]
+    return estimate_tokens(json.dumps(dumped, ensure_ascii=False))
 
 
 def estimate_tool_tokens(tools: Sequence[ToolSpec]) -> int:

@@ -24,6 +24,7 @@ from agent_server.events import (
     ToolResultEvent,
     ToolRunningEvent,
     ToolStartEvent,
+    listening,
 )
 from agent_server.telemetry import NO_TELEMETRY, Telemetry
 from agent_server.tools.base import Toolset, error_result
@@ -43,6 +44,7 @@ async def run_tool_round(
     emit: EventSink,
     ids: EventIds,
     max_chars: int | None = None,
+    shown: list[ToolCall] | None = None,
     gate: ApprovalGate | None = None,
     telemetry: Telemetry = NO_TELEMETRY,
     kinds: Mapping[str, ToolKind] | None = None,
@@ -51,21 +53,30 @@ async def run_tool_round(
     kind, for the `tool_start` events.
 
     With `max_chars`, each result's text is cut to it (`window.fit_result`) before anyone sees it, and so
-    are the arguments the `tool_start` events carry (`window.fit_calls`; the calls run with all of them).
+    are the arguments the `tool_start` events carry (`window.fit_calls`; the calls run with all of them), or
+    `shown` holds the calls fitted already.
     """
     results: list[ToolResult | None] = [None] * len(calls)
 
     async def run_one(index: int, call: ToolCall) -> None:
-        shown = call if max_chars is None else fit_calls([call], max_chars)[0]  # events keep what the record does
-        kind = (kinds or {}).get(call.name, "other")
-        await emit(ToolStartEvent(tool_round=tool_round, call=shown, kind=kind, **ids))
+        if listening(emit):
+            await emit(ToolStartEvent(tool_round=tool_round, call=_shown(index, call), kind=_kind(call), **ids))
         with telemetry.tool(call) as traced:  # current while the call runs: mounted servers get its context
             result = await _call(tools, call, tool_round=tool_round, emit=emit, ids=ids, gate=gate)
             if max_chars is not None:
                 result = fit_result(result, max_chars)
             traced.ended(result)
         results[index] = result
-        await emit(ToolResultEvent(tool_round=tool_round, result=result, **ids))
+        if listening(emit):
+            await emit(ToolResultEvent(tool_round=tool_round, result=result, **ids))
+
+    def _shown(index: int, call: ToolCall) -> ToolCall:  # events keep what the record does
+        if shown is not None:
+            return shown[index]
+        return call if max_chars is None else fit_calls([call], max_chars)[0]
+
+    def _kind(call: ToolCall) -> ToolKind:
+        return (kinds or {}).get(call.name, "other")
 
     async with anyio.create_task_group() as tg:
         for index, call in enumerate(calls):
@@ -80,7 +91,8 @@ async def _call(
         return error_result(call, f"invalid arguments for {call.name}: {call.arguments_error}; the tool was not run")
     if gate is not None and (refusal := await gate.check(call)) is not None:
         return error_result(call, refusal)
-    await emit(ToolRunningEvent(tool_round=tool_round, call_id=call.id, name=call.name, **ids))
+    if listening(emit):
+        await emit(ToolRunningEvent(tool_round=tool_round, call_id=call.id, name=call.name, **ids))
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         event = ToolProgressEvent(

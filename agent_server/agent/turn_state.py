@@ -10,6 +10,7 @@ interrupted round never leaves a tool call without its result in the history.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -50,6 +51,12 @@ Reason = Literal[
 """Why a turn moved from one phase to the next, as its record's `transitions` say."""
 
 
+@functools.cache
+def _transition(src: Phase, dst: Phase, reason: Reason) -> Transition:
+    """One step of `transitions` (frozen, so one object per distinct step serves every turn; a handful exist)."""
+    return Transition.model_validate({"from": src, "to": dst, "reason": reason})
+
+
 @dataclass(kw_only=True)
 class TurnState:
     record: TurnRecord
@@ -81,8 +88,7 @@ class TurnState:
         return {"turn_id": record.turn_id, "session_id": record.session_id, "trace_id": record.trace_id}
 
     def transition(self, src: Phase, dst: Phase, reason: Reason) -> None:
-        step = Transition.model_validate({"from": src, "to": dst, "reason": reason})
-        self._update(transitions=[*self.record.transitions, step])
+        self._update(transitions=[*self.record.transitions, _transition(src, dst, reason)])
 
     def commit(self, messages: list[Message]) -> None:
         """Keep whole messages of this turn in the session's history."""

@@ -18,7 +18,7 @@ from agent_server.agent.loop import drive
 from agent_server.agent.progress import keep_progress
 from agent_server.agent.turn_state import TurnState
 from agent_server.errors import CANCELLED, INTERNAL_ERROR, STORE_ERROR, TIMED_OUT, AgentServerError, TurnLockLost
-from agent_server.events import DoneEvent, ErrorEvent, EventSink, TurnEvent
+from agent_server.events import DoneEvent, ErrorEvent, EventSink, TurnEvent, listening
 from agent_server.types import ErrorInfo, SessionHistory, TurnRecord, utc_now
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,8 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
     history = await store.begin_turn(state.record, stored=request.begun)
     ids = state.ids()
     try:
-        await emit(TurnEvent(prompt=request.prompt, **ids))
+        if listening(emit):
+            await emit(TurnEvent(prompt=request.prompt, **ids))
         await _drive_keeping_progress(deps, request, state, emit, history)
     except anyio.get_cancelled_exc_class():
         state.finish("cancelled", error=ErrorInfo(type=CANCELLED, message=_cancel_message(request)))
@@ -55,7 +56,8 @@ async def run_turn(deps: AgentDeps, request: TurnRequest, emit: EventSink) -> Tu
     if record.error is not None and record.status != "completed":
         _log_ending(record, record.error)
         await emit(ErrorEvent(error_type=record.error.type, message=record.error.message, **ids))
-    await emit(DoneEvent(status=record.status, final_text=record.final_text, usage=record.usage, **ids))
+    if listening(emit):
+        await emit(DoneEvent(status=record.status, final_text=record.final_text, usage=record.usage, **ids))
     return record
 
 

@@ -85,11 +85,12 @@ def _shorten_longest(content: list[ContentPart], excess: int) -> list[ContentPar
     return [TextPart(text=texts[i]) if i in texts else part for i, part in enumerate(content) if texts.get(i, True)]
 
 
-def over_threshold(settings: Settings, messages: list[Message], tool_tokens: int) -> bool:
-    """Whether the estimated request (messages and tool schemas) crosses the compaction threshold."""
+def over_threshold(settings: Settings, messages: list[Message] | int, tool_tokens: int) -> bool:
+    """Whether the estimated request (messages, or their estimated tokens, and tool schemas) crosses the
+    compaction threshold."""
     return should_compact(
         system_tokens=0,
-        history_tokens=prompts.estimate_message_tokens(messages),
+        history_tokens=messages if isinstance(messages, int) else prompts.estimate_message_tokens(messages),
         tool_tokens=tool_tokens,
         context_window=settings.context_window,
         threshold=settings.compact_threshold,

@@ -30,6 +30,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import gc
 import logging
 import math
 import os
@@ -44,7 +45,7 @@ import anyio
 import anyio.to_thread
 
 from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFound, TurnLockLost, TurnNotFound
-from agent_server.events import AgentEvent, EventIds, EventSink
+from agent_server.events import AgentEvent, EventIds, EventSink, listening
 from agent_server.ids import check_ids
 from agent_server.llm.unavailable import CONFIGURE
 from agent_server.named_agents import DEFAULT_AGENT, AgentDefinition
@@ -191,6 +192,25 @@ class _Shared:
     web: WebApprovals | None = None
 
 
+class _PublishedSink:
+    """A turn's events to its caller's sink and to the pages that watch the principal's turns (`LiveFeed`);
+    nobody listens when the caller discards them and no page watches."""
+
+    def __init__(self, feed: LiveFeed, principal: str, on_event: EventSink) -> None:
+        from agent_server.agent.context import DISCARD
+
+        self._feed, self._principal, self._on_event = feed, principal, on_event
+        self._discarded = on_event is DISCARD
+
+    def listening(self) -> bool:
+        caller = not self._discarded and listening(self._on_event)
+        return caller or self._feed.watched(self._principal)
+
+    async def __call__(self, event: AgentEvent) -> None:
+        self._feed.publish(self._principal, event)
+        await self._on_event(event)
+
+
 class AgentRuntime:
     """See the module docstring. Use as `async with AgentRuntime(settings) as runtime:`."""
 
@@ -321,12 +341,18 @@ class AgentRuntime:
         The imports run in a worker thread, so a front door can call this in the background as it starts
         (the MCP server does) and go on answering the handshake meanwhile. Idempotent.
 
+        Once loaded, the heap so far (modules, the protocol libraries' models: most of the process) is frozen out
+        of the cyclic garbage collector (`gc.freeze`): its full collections walked all of it, holding the event
+        loop for 100 ms and more in a busy server (`bench/loop_lag.py`); those objects live as long as the
+        process anyway.
+
         Raises:
             StoreError: the store cannot be opened (a later call tries again).
         """
         await anyio.to_thread.run_sync(import_turn_code)
         await self._ready()
         await self.agent_catalog()  # the named agents' definitions, read before the first call needs them
+        gc.freeze()
 
     async def _ready(self) -> Parts:
         """The store and the tools, opened and built by the first call that needs them.
@@ -634,13 +660,7 @@ class AgentRuntime:
         return f"run `agent-server view {where}` and open the page it prints"
 
     def _published(self, on_event: EventSink) -> EventSink:
-        feed, principal = self._shared.feed, self._principal
-
-        async def sink(event: AgentEvent) -> None:
-            feed.publish(principal, event)
-            await on_event(event)
-
-        return sink
+        return _PublishedSink(self._shared.feed, self._principal, on_event)
 
     def serve_view_at(self, url: str) -> None:
         """Say that this process serves the web view at `url` (the stderr line of each web question names it)."""

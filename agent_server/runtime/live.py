@@ -50,6 +50,10 @@ class LiveFeed:
             except anyio.WouldBlock:
                 watch.lost += 1
 
+    def watched(self, principal: str) -> bool:
+        """Whether a page watches `principal`'s turns now."""
+        return any(watch.principal == principal for watch in self._watches)
+
     def has_room(self) -> bool:
         return len(self._watches) < MAX_WATCHERS
 

@@ -6,13 +6,14 @@ import contextlib
 import json
 import logging
 import sqlite3
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any
 
 from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
 from agent_server.store._common import dump
+from agent_server.store._loop_writes import HistoryTooLarge
 from agent_server.store._owners import dead_owner, known_owners
 from agent_server.types import UNTITLED, Message, SessionInfo, StoredMessage, TurnRecord, utc_now
 
@@ -118,12 +119,26 @@ def transaction(conn: sqlite3.Connection, *, write: bool) -> Generator[sqlite3.C
     conn.execute("COMMIT")
 
 
+BUSY_WAIT = f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}"
+"""A worker thread's transaction waits for a busy database."""
+BUSY_FAIL = "PRAGMA busy_timeout = 0"
+"""A transaction on the event loop does not: `SQLITE_BUSY` at once, and it runs in a worker thread instead."""
+
+
 def connect(path: Path) -> sqlite3.Connection:
-    """A connection with per-connection settings only: nothing in the file changes until `migrate`."""
+    """A connection with per-connection settings only: nothing in the file changes until `migrate`. Automatic
+    checkpoints are off (a commit on the event loop must not run one); the store checkpoints in a worker
+    thread (`_loop_writes`)."""
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    conn.execute(BUSY_WAIT)
     conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
     return conn
+
+
+def checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy the WAL into the database as far as no reader needs it (PASSIVE: never waits for one)."""
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def migrate(conn: sqlite3.Connection) -> None:
@@ -242,9 +257,19 @@ def touch(conn: sqlite3.Connection, session_id: str, *, title: str | None = None
 
 
 def stored_messages(
-    conn: sqlite3.Connection, session_id: str, *, live_only: bool = False, after: int = 0, limit: int = -1
+    conn: sqlite3.Connection,
+    session_id: str,
+    *,
+    live_only: bool = False,
+    after: int = 0,
+    limit: int = -1,
+    max_chars: int | None = None,
 ) -> list[tuple[StoredMessage, bool]]:
-    """The session's messages by seq (after `after`, at most `limit`); `live_only` skips archived ones in SQL."""
+    """The session's messages by seq (after `after`, at most `limit`); `live_only` skips archived ones in SQL.
+
+    Raises:
+        HistoryTooLarge: `max_chars` is given and the messages' JSON is longer (counted before any is parsed).
+    """
     # INDEXED BY: the planner would take the primary key (same prefix) without statistics, and walk every
     # archived row; `messages_live` holds the live ones only.
     source, live = ("messages INDEXED BY messages_live", " AND archived = 0") if live_only else ("messages", "")
@@ -253,7 +278,19 @@ def stored_messages(
         " ORDER BY seq LIMIT ?",
         (session_id, after, limit),
     )
+    if max_chars is not None:
+        rows = _within(rows, max_chars)
     return [
         (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), bool(archived))
         for seq, turn_id, message, archived in rows
     ]
+
+
+def _within(rows: Iterable[tuple[int, str | None, str, int]], max_chars: int) -> list[tuple[int, str | None, str, int]]:
+    kept: list[tuple[int, str | None, str, int]] = []
+    for row in rows:
+        max_chars -= len(row[2])
+        if max_chars < 0:
+            raise HistoryTooLarge
+        kept.append(row)
+    return kept

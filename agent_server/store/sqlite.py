@@ -1,8 +1,10 @@
 """SqliteStore: the session store on stdlib sqlite3, in WAL mode at `<state dir>/state.db`.
 
 Several server processes may share one state dir: writes run in `BEGIN IMMEDIATE` transactions and
-a busy database is waited for (`busy_timeout`), not failed on. Every sqlite call runs in a worker
-thread through `anyio.to_thread.run_sync`, on one connection per store guarded by a lock.
+a busy database is waited for (`busy_timeout`), not failed on. Sqlite calls run in a worker thread
+through `anyio.to_thread.run_sync`, on one connection per store guarded by a lock, except a turn's small
+start and end (and a session's creation): those run on the event loop when the database is free at once
+and their payload is small, and fall back to the thread otherwise (`_loop_writes`).
 
 Turns left `running` by a process that died are marked `interrupted` by the next `open` (see
 `_owners` for how a dead process is told from a live one). A session's turns never overlap across the
@@ -17,8 +19,8 @@ import logging
 import math
 import sqlite3
 import threading
-from collections.abc import AsyncGenerator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Callable, Generator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,10 +29,14 @@ from pydantic import ValidationError
 
 from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
+from agent_server.store._loop_writes import LOOP_WRITE_MAX_CHARS, HistoryTooLarge, is_busy, turn_fits
 from agent_server.store._owners import OwnerLock
 from agent_server.store._sqlite_db import (
+    BUSY_FAIL,
+    BUSY_WAIT,
     SESSION_COLUMNS,
     archived_since,
+    checkpoint,
     connect,
     dump,
     get_session,
@@ -64,6 +70,14 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+CHECKPOINT_EVERY_WRITES = 256
+"""Write transactions between two checkpoints (run in a worker thread; a turn writes a few WAL pages, so about
+SQLite's own default of 1,000 pages)."""
+
+
+class _Deferred(Exception):
+    """The write cannot run on the event loop now (busy database, large payload): run it in a worker thread."""
+
 
 class SqliteStore:
     """The `SessionStore` on SQLite. Construct with `await SqliteStore.open(state_dir)`."""
@@ -73,6 +87,8 @@ class SqliteStore:
         self._owner = owner
         self._turn_locks = turn_locks
         self._lock = threading.Lock()
+        self._writes = 0
+        """Write transactions since the last checkpoint."""
 
     @classmethod
     async def open(cls, state_dir: Path) -> SqliteStore:
@@ -111,21 +127,73 @@ class SqliteStore:
 
     def _locked(self, fn: Callable[[sqlite3.Connection], T], write: bool) -> T:
         with self._lock:
-            if self._conn is None:
-                raise StoreError("the session store is closed")
-            try:
-                with transaction(self._conn, write=write):
-                    return fn(self._conn)
-            except (sqlite3.Error, ValidationError, json.JSONDecodeError) as exc:
-                raise StoreError(f"session store: {exc}") from exc
-            except UnicodeError as exc:  # text sqlite cannot encode (a lone surrogate)
-                raise StoreError(f"session store: cannot encode the record: {exc}") from exc
+            conn = self._open_conn()
+            with _store_errors():
+                with transaction(conn, write=write):
+                    result = fn(conn)
+                if write:
+                    self._count_write(conn)
+                return result
+
+    def _open_conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError("the session store is closed")
+        return self._conn
+
+    def _count_write(self, conn: sqlite3.Connection) -> None:
+        """Count a committed write; checkpoint (in the caller's worker thread) when one is due."""
+        self._writes += 1
+        if self._writes >= CHECKPOINT_EVERY_WRITES:
+            self._writes = 0
+            checkpoint(conn)
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self._locked, fn, False)
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self._locked, fn, True)
+
+    async def _small_write(self, fn: Callable[[sqlite3.Connection, bool], T], *, fits: bool) -> T:
+        """`fn` in one write transaction: on the event loop when `fits` (the payload is small) and the database
+        is free at once, else in a worker thread. `fn`'s second argument says it runs on the loop (then it
+        raises `HistoryTooLarge` rather than read much); the thread runs it again from the start."""
+        if fits:
+            try:
+                result = self._on_loop(fn)
+            except _Deferred:
+                pass
+            else:
+                if self._writes >= CHECKPOINT_EVERY_WRITES:
+                    await anyio.to_thread.run_sync(self._checkpoint)
+                return result
+        return await self._write(lambda conn: fn(conn, False))
+
+    def _on_loop(self, fn: Callable[[sqlite3.Connection, bool], T]) -> T:
+        if not self._lock.acquire(blocking=False):  # this store's worker thread is in a transaction
+            raise _Deferred
+        try:
+            conn = self._open_conn()
+            conn.execute(BUSY_FAIL)
+            try:
+                with _store_errors(on_loop=True), transaction(conn, write=True):
+                    result = fn(conn, True)
+            except (HistoryTooLarge, _Busy) as exc:
+                if conn.in_transaction:  # SQLITE_BUSY at COMMIT leaves it open
+                    conn.execute("ROLLBACK")
+                raise _Deferred from exc
+            finally:
+                conn.execute(BUSY_WAIT)
+            self._writes += 1
+            return result
+        finally:
+            self._lock.release()
+
+    def _checkpoint(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._writes >= CHECKPOINT_EVERY_WRITES:
+                self._writes = 0
+                with _store_errors():
+                    checkpoint(self._conn)
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -134,7 +202,7 @@ class SqliteStore:
     ) -> SessionInfo:
         session_id, now, meta = new_id("ses"), utc_now(), json.dumps(metadata, ensure_ascii=False)
 
-        def run(conn: sqlite3.Connection) -> SessionInfo:
+        def run(conn: sqlite3.Connection, _on_loop: bool) -> SessionInfo:
             conn.execute(
                 "INSERT INTO sessions (session_id, title, metadata, created_at, updated_at, principal)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -142,7 +210,7 @@ class SqliteStore:
             )
             return get_session(conn, session_id)
 
-        return await self._write(run)
+        return await self._small_write(run, fits=len(meta) + len(title) <= LOOP_WRITE_MAX_CHARS)
 
     async def get_session(self, session_id: str) -> SessionInfo:
         return await self._read(lambda conn: get_session(conn, session_id))
@@ -218,8 +286,9 @@ class SqliteStore:
         as the turn starts from it (one transaction, one worker-thread hop)."""
         owner = self.instance_id
 
-        def run(conn: sqlite3.Connection) -> SessionHistory:
-            history = _history(conn, record.session_id)
+        def run(conn: sqlite3.Connection, on_loop: bool) -> SessionHistory:
+            budget = LOOP_WRITE_MAX_CHARS - len(record.prompt) if on_loop else None
+            history = _history(conn, record.session_id, max_chars=budget)
             if stored:
                 conn.execute(
                     "DELETE FROM turns WHERE session_id = ? AND turn_id = ? AND status = 'running' AND owner = ?",
@@ -232,13 +301,13 @@ class SqliteStore:
             touch(conn, record.session_id, title=common.first_title(record))
             return history
 
-        return await self._write(run)
+        return await self._small_write(run, fits=turn_fits(record, []))
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
         """Write the final record and append `messages` in one transaction; False if the session is gone."""
         owner = self.instance_id
 
-        def run(conn: sqlite3.Connection) -> bool:
+        def run(conn: sqlite3.Connection, _on_loop: bool) -> bool:
             session_id = record.session_id
             if not touch(conn, session_id, title=common.first_title(record)):
                 return False
@@ -254,7 +323,7 @@ class SqliteStore:
             )
             return True
 
-        return await self._write(run)
+        return await self._small_write(run, fits=turn_fits(record, messages))
 
     async def get_turn(self, session_id: str, turn_id: str) -> TurnRecord:
         def run(conn: sqlite3.Connection) -> TurnRecord:
@@ -473,11 +542,38 @@ _FORKED_MESSAGE = f"(turn_id IN ({_FORKED_TURNS}) OR (turn_id IS NULL AND seq <=
 """A message the fork copies: one of a copied turn's, or one without a turn from before the cut."""
 
 
-def _history(conn: sqlite3.Connection, session_id: str) -> SessionHistory:
+class _Busy(Exception):
+    """SQLITE_BUSY on the event loop (see `_store_errors`)."""
+
+
+@contextmanager
+def _store_errors(*, on_loop: bool = False) -> Generator[None]:
+    """SQLite's, pydantic's and JSON's errors as `StoreError`; on the event loop, where nothing waits
+    (`busy_timeout = 0`), SQLITE_BUSY as `_Busy`: the caller retries in a worker thread, which waits."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        if on_loop and is_busy(exc):
+            raise _Busy from exc
+        raise StoreError(f"session store: {exc}") from exc
+    except (ValidationError, json.JSONDecodeError) as exc:
+        raise StoreError(f"session store: {exc}") from exc
+    except UnicodeError as exc:  # text sqlite cannot encode (a lone surrogate)
+        raise StoreError(f"session store: cannot encode the record: {exc}") from exc
+
+
+def _history(conn: sqlite3.Connection, session_id: str, *, max_chars: int | None = None) -> SessionHistory:
+    """The summary and the live messages; with `max_chars`, `HistoryTooLarge` past that many characters."""
     row = conn.execute("SELECT summary FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     if row is None:
         raise SessionNotFound(session_id)
-    return SessionHistory(summary=row[0], messages=[m for m, _ in stored_messages(conn, session_id, live_only=True)])
+    summary: str | None = row[0]
+    if max_chars is not None:
+        max_chars -= len(summary or "")
+        if max_chars < 0:
+            raise HistoryTooLarge
+    messages = stored_messages(conn, session_id, live_only=True, max_chars=max_chars)
+    return SessionHistory(summary=summary, messages=[m for m, _ in messages])
 
 
 def _fork(conn: sqlite3.Connection, source: str, target: str, at_turn: str | None, title: str | None) -> SessionInfo:

@@ -1,0 +1,163 @@
+"""SqliteStore's small writes on the event loop: they never wait there, and fall back to a worker thread."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from anyio import wait_all_tasks_blocked
+
+from agent_server.store import sqlite as sqlite_store
+from agent_server.store._loop_writes import LOOP_WRITE_MAX_CHARS, turn_fits
+from agent_server.store.sqlite import SqliteStore
+from agent_server.types import Message, ToolCall, ToolResult, ToolRound, TurnRecord
+from tests.unit.store.helpers import completed, exchange, running
+
+pytestmark = pytest.mark.anyio
+
+
+class Hops:
+    """Counts the store's worker-thread hops (`anyio.to_thread.run_sync` as the store module sees it)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        shipped = anyio.to_thread.run_sync
+
+        async def counted(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return await shipped(fn, *args, **kwargs)
+
+        monkeypatch.setattr(sqlite_store.anyio.to_thread, "run_sync", counted)
+
+
+@pytest.fixture
+def hops(monkeypatch: pytest.MonkeyPatch) -> Hops:
+    return Hops(monkeypatch)
+
+
+@pytest.fixture
+def write_lock(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    """A second connection to the state dir's database, as another process would hold it."""
+    conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None, check_same_thread=False)
+    yield conn
+    conn.close()
+
+
+async def test_a_small_turn_starts_and_ends_on_the_event_loop(tmp_path: Path, hops: Hops) -> None:
+    store = await SqliteStore.open(tmp_path)
+    session = await store.create_session(title="t", metadata={})
+    record = running(session.session_id)
+    before = hops.count
+    await store.begin_turn(record)
+    assert await store.finish_turn(completed(record), exchange("q", "a"))
+    history = await store.begin_turn(running(session.session_id))
+    assert hops.count == before
+    assert [m.message.text() for m in history.messages] == ["q", "a"]
+    await store.close()
+
+
+async def test_a_turn_waits_in_a_worker_thread_while_another_connection_holds_the_write_lock(
+    tmp_path: Path, write_lock: sqlite3.Connection
+) -> None:
+    store = await SqliteStore.open(tmp_path)
+    session = await store.create_session(title="t", metadata={})
+    record = running(session.session_id)
+    write_lock.execute("BEGIN IMMEDIATE")
+    write_lock.execute("UPDATE sessions SET title = 'held' WHERE session_id = ?", (session.session_id,))
+    began: list[bool] = []
+
+    async def begin() -> None:
+        await store.begin_turn(record)
+        began.append(True)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(begin)
+            await wait_all_tasks_blocked()  # the attempt on the loop met SQLITE_BUSY; the thread waits
+            assert began == []
+            write_lock.execute("COMMIT")
+    assert began == [True]
+    assert (await store.get_turn(session.session_id, record.turn_id)).status == "running"
+    assert (await store.get_session(session.session_id)).title == "held"
+    await store.close()
+
+
+async def test_a_finish_waits_for_the_write_lock_too_and_writes_everything(
+    tmp_path: Path, write_lock: sqlite3.Connection
+) -> None:
+    store = await SqliteStore.open(tmp_path)
+    session = await store.create_session(title="t", metadata={})
+    record = running(session.session_id)
+    await store.begin_turn(record)
+    write_lock.execute("BEGIN IMMEDIATE")
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.finish_turn, completed(record), exchange("q", "a"))
+            await wait_all_tasks_blocked()
+            write_lock.execute("COMMIT")
+    assert (await store.get_turn(session.session_id, record.turn_id)).status == "completed"
+    assert len((await store.load_history(session.session_id)).messages) == 2
+    await store.close()
+
+
+async def test_a_history_too_large_for_the_loop_is_read_whole_in_a_worker_thread(tmp_path: Path, hops: Hops) -> None:
+    store = await SqliteStore.open(tmp_path)
+    session = await store.create_session(title="t", metadata={})
+    first = running(session.session_id)
+    await store.begin_turn(first)
+    long_answer = "x" * (LOOP_WRITE_MAX_CHARS + 1)
+    assert await store.finish_turn(completed(first), exchange("q", long_answer))
+    before = hops.count
+    history = await store.begin_turn(running(session.session_id))
+    assert hops.count == before + 1
+    assert [m.message.text() for m in history.messages] == ["q", long_answer]
+    await store.close()
+
+
+async def test_a_large_final_record_is_written_in_a_worker_thread(tmp_path: Path, hops: Hops) -> None:
+    store = await SqliteStore.open(tmp_path)
+    session = await store.create_session(title="t", metadata={})
+    record = running(session.session_id)
+    await store.begin_turn(record)
+    before = hops.count
+    assert await store.finish_turn(completed(record), exchange("q", "y" * (LOOP_WRITE_MAX_CHARS + 1)))
+    assert hops.count == before + 1
+    await store.close()
+
+
+async def test_the_store_checkpoints_in_a_worker_thread_every_so_many_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoints: list[bool] = []
+    shipped = sqlite_store.checkpoint
+
+    def counted(conn: sqlite3.Connection) -> None:
+        checkpoints.append(True)
+        shipped(conn)
+
+    monkeypatch.setattr(sqlite_store, "checkpoint", counted)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_WRITES", 3)
+    store = await SqliteStore.open(tmp_path)
+    for _ in range(7):
+        await store.create_session(title="t", metadata={})
+    assert len(checkpoints) == 2
+    await store.close()
+
+
+def wide(count: int) -> dict[str, Any]:
+    return {"items": [{"n": i} for i in range(count)]}
+
+
+def test_the_size_estimate_counts_a_wide_argument_and_stops_early() -> None:
+    record = running("ses_x")
+    call = ToolCall(id="c1", name="t", arguments=wide(20_000))
+    assert turn_fits(record, [Message(role="assistant", tool_calls=[ToolCall(id="c0", name="t")])])
+    assert not turn_fits(record, [Message(role="assistant", tool_calls=[call])])
+    result = ToolResult(call_id="c1", name="t", structured=wide(20_000))
+    big_round = ToolRound(tool_round=1, requested_tools=[], tool_results=[result])
+    assert not turn_fits(TurnRecord.model_validate({**record.model_dump(), "tool_rounds": [big_round]}), [])
