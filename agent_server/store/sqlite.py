@@ -84,6 +84,7 @@ class SqliteStore:
 
     def __init__(self, conn: sqlite3.Connection, owner: OwnerLock, turn_locks: TurnLockFiles) -> None:
         self._conn: sqlite3.Connection | None = conn
+        self._waits_when_busy = True  # `connect` set BUSY_WAIT
         self._owner = owner
         self._turn_locks = turn_locks
         self._lock = threading.Lock()
@@ -129,11 +130,20 @@ class SqliteStore:
         with self._lock:
             conn = self._open_conn()
             with _store_errors():
+                self._busy_waits(conn, True)
                 with transaction(conn, write=write):
                     result = fn(conn)
                 if write:
                     self._count_write(conn)
                 return result
+
+    def _busy_waits(self, conn: sqlite3.Connection, wait: bool) -> None:
+        """Whether the next transaction waits for a busy database (a worker thread's) or fails at once (the event
+        loop's); the pragma runs only when that changes, since a turn's writes on the loop come in a row (two
+        statements fewer per write). Called holding `_lock`."""
+        if self._waits_when_busy != wait:
+            conn.execute(BUSY_WAIT if wait else BUSY_FAIL)
+            self._waits_when_busy = wait
 
     def _open_conn(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -173,16 +183,15 @@ class SqliteStore:
             raise _Deferred
         try:
             conn = self._open_conn()
-            conn.execute(BUSY_FAIL)
             try:
-                with _store_errors(on_loop=True), transaction(conn, write=True):
-                    result = fn(conn, True)
+                with _store_errors(on_loop=True):
+                    self._busy_waits(conn, False)
+                    with transaction(conn, write=True):
+                        result = fn(conn, True)
             except (HistoryTooLarge, _Busy) as exc:
                 if conn.in_transaction:  # SQLITE_BUSY at COMMIT leaves it open
                     conn.execute("ROLLBACK")
                 raise _Deferred from exc
-            finally:
-                conn.execute(BUSY_WAIT)
             self._writes += 1
             return result
         finally:

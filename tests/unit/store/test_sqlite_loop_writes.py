@@ -14,6 +14,7 @@ from anyio import wait_all_tasks_blocked
 
 from agent_server.store import sqlite as sqlite_store
 from agent_server.store._loop_writes import LOOP_WRITE_MAX_CHARS, turn_fits
+from agent_server.store._sqlite_db import BUSY_FAIL, BUSY_WAIT
 from agent_server.store.sqlite import SqliteStore
 from agent_server.types import Message, ToolCall, ToolResult, ToolRound, TurnRecord
 from tests.unit.store.helpers import completed, exchange, running
@@ -161,3 +162,33 @@ def test_the_size_estimate_counts_a_wide_argument_and_stops_early() -> None:
     result = ToolResult(call_id="c1", name="t", structured=wide(20_000))
     big_round = ToolRound(tool_round=1, requested_tools=[], tool_results=[result])
     assert not turn_fits(TurnRecord.model_validate({**record.model_dump(), "tool_rounds": [big_round]}), [])
+
+
+async def test_writes_on_the_loop_in_a_row_set_the_busy_timeout_once_and_a_thread_still_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_lock: sqlite3.Connection
+) -> None:
+    statements: list[str] = []
+    shipped = sqlite_store.connect
+
+    def traced(path: Path) -> sqlite3.Connection:
+        conn = shipped(path)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite_store, "connect", traced)
+    store = await SqliteStore.open(tmp_path)
+    session = await store.create_session(title="t", metadata={})
+    for _ in range(3):
+        record = running(session.session_id)
+        await store.begin_turn(record)
+        assert await store.finish_turn(completed(record), exchange("q", "a"))
+    pragmas = [s for s in statements if "busy_timeout" in s]
+    assert pragmas == [BUSY_FAIL]  # one switch for seven writes in a row
+    write_lock.execute("BEGIN IMMEDIATE")  # the next write meets another process's lock: the thread waits
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.begin_turn, running(session.session_id))
+            await wait_all_tasks_blocked()
+            write_lock.execute("COMMIT")
+    assert [s for s in statements if "busy_timeout" in s][1:] == [BUSY_WAIT]
+    await store.close()
