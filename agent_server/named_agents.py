@@ -164,6 +164,7 @@ class AgentCatalog:
 
     def __init__(self, workspace: Path, configured: Mapping[str, AgentSettings]) -> None:
         self._workspace = workspace
+        self._dirs = [str(workspace / d) for d in AGENT_DIRS]
         self._configured = from_settings(configured)
         self._signature: Signature | None = None
         self._catalog = Catalog()
@@ -172,8 +173,7 @@ class AgentCatalog:
     async def current(self) -> Catalog:
         """The definitions, read again when a file changed since the last call."""
         async with self._lock:
-            dirs = [self._workspace / d for d in AGENT_DIRS]
-            if not any(d.is_dir() for d in dirs):  # the usual case: no thread hop
+            if not any(map(os.path.isdir, self._dirs)):  # the usual case: no thread hop
                 signature: Signature = ()
                 read: list[AgentDefinition] | None = None if signature == self._signature else []
             else:

@@ -395,6 +395,7 @@ class AgentRuntime:
             owners=SessionOwners(),
             queued=Waiting(settings.limits.queued_turns, "for an earlier turn of their session", "limits.queued_turns"),
             turn_locks=store if isinstance(store, TurnLocks) else None,
+            guide=project_guide(settings),
         )
 
     # --- turns ----------------------------------------------------------------------------
@@ -900,6 +901,7 @@ class AgentRuntime:
         llm = agent_llm if agent_llm is not None else self._model_for(client_model, configured=not has_own)
         own = self._session_tools
         settings = self.settings if own is None else own.settings
+        guide = parts.guide if own is None else own.guide
         tracing = self._shared.tracing
         if tracing is not None:
             llm = tracing.wrap_llm(llm)
@@ -909,7 +911,7 @@ class AgentRuntime:
             llm=llm,
             tools=tools or parts.registry,
             telemetry=self._telemetry,
-            project=project_guide(settings),
+            project=guide,
         )
 
     @property
@@ -919,9 +921,10 @@ class AgentRuntime:
 
     @property
     def workspace(self) -> Path:
-        """Where this runtime's built-in tools work: the settings' workspace, or the one of `in_workspace`."""
+        """Where this runtime's built-in tools work: the settings' workspace (resolved when the settings were
+        made), or the one of `in_workspace`."""
         own = self._session_tools
-        return self.settings.workspace.resolve() if own is None else own.workspace
+        return self.settings.workspace if own is None else own.workspace
 
     @asynccontextmanager
     async def in_workspace(self, workspace: Path, mounts: Sequence[MountConfig] = ()) -> AsyncGenerator[AgentRuntime]:
@@ -954,7 +957,11 @@ class AgentRuntime:
             toolsets += [m for m in (parts.mounts, own) if m is not None]
             view = copy.copy(self)
             view._session_tools = SessionTools(
-                workspace=root, registry=ToolRegistry(toolsets), mounts=own, settings=settings
+                workspace=root,
+                registry=ToolRegistry(toolsets),
+                mounts=own,
+                settings=settings,
+                guide=project_guide(settings),
             )
             yield view
 
@@ -1083,8 +1090,8 @@ class AgentRuntime:
         tools = await registry.list_tools()
         servers = [state for manager in all_mounts(parts, session_tools) for state in manager.states()]
         sandbox = None if parts.sandbox is None else await parts.sandbox.state()
-        own = self.settings if session_tools is None else session_tools.settings
-        guidance = await project_guide(own).guidance()
+        guide = parts.guide if session_tools is None else session_tools.guide
+        guidance = await guide.guidance()
         return ToolsReport(tools=tools, servers=servers, dropped=registry.dropped(), sandbox=sandbox, guidance=guidance)
 
     async def _session_for_turn(

@@ -42,6 +42,8 @@ class SessionTools:
     """The session's own mounted servers (None: the client gave none)."""
     settings: Settings
     """The runtime's settings with `workspace` replaced (the store stays where it was)."""
+    guide: WorkspaceGuide
+    """`project_guide(settings)`, made once."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Parts:
     owners: SessionOwners
     queued: Waiting
     """Each principal's turns waiting for an earlier turn of their session (`limits.queued_turns`)."""
+    guide: WorkspaceGuide
+    """The instructions and skills of the settings' workspace (`project_guide`), made once."""
     sandbox: CommandSandbox | None = None
     """Where `run_command` runs, for every workspace of the runtime; None when the tool is off."""
     turn_locks: TurnLocks | None = None

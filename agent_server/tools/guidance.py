@@ -9,6 +9,8 @@ call touches. `load_skill` finds the skill by a fresh scan too, so it answers fo
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -62,9 +64,12 @@ class WorkspaceGuide:
             return ProjectGuidance()
         return await anyio.to_thread.run_sync(self.scan, abandon_on_cancel=True)
 
+    @functools.cached_property
+    def _root_files(self) -> tuple[str, ...]:
+        return tuple(str(self.sources.workspace / name) for name in self.names)
+
     def _anything_to_read(self) -> bool:
-        root = self.sources.workspace
-        return any((root / name).exists() for name in self.names) or self.sources.any_place()
+        return any(map(os.path.exists, self._root_files)) or self.sources.any_place()
 
     async def nested(self, paths: Sequence[str], given: Collection[str]) -> list[InstructionText]:
         """The instructions of the subdirectories leading to `paths` (relative to the workspace) that are not in

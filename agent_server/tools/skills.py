@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import codecs
 import collections
+import functools
 import heapq
 import logging
 import os
@@ -87,9 +88,14 @@ class SkillSources:
         own = [(self.workspace / rel, True) for rel in WORKSPACE_SKILL_DIRS]
         return own + [(directory, False) for directory in self.dirs]
 
+    @functools.cached_property
+    def _place_names(self) -> tuple[str, ...]:
+        return tuple(str(place) for place, _ in self.places())
+
     def any_place(self) -> bool:
-        """Whether any of the places exists (a few `stat` calls: cheap enough on the event loop)."""
-        return self.limit > 0 and any(place.is_dir() for place, _ in self.places())
+        """Whether any of the places exists (a few `stat` calls, asked every turn: cheap enough on the event
+        loop, with the paths built once)."""
+        return self.limit > 0 and any(map(os.path.isdir, self._place_names))
 
     def shown(self, path: Path) -> str:
         """A path as the model names it: relative to the workspace when inside, else absolute."""
