@@ -72,6 +72,7 @@ async def test_mounted_progress_and_error_results_stay_data(tmp_path: Path, mode
     assert any(e["type"] == "tool_progress" for e in h.events.events)
 
 
+@pytest.mark.subprocess  # kills a real server process and waits for its restart
 async def test_a_mount_killed_mid_call_gives_an_error_result_and_restarts(tmp_path: Path, mode: str) -> None:
     servers = {"proc": {"command": sys.executable, "args": [ECHO], "timeout_s": 20}}
     script = [

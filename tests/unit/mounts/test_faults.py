@@ -33,7 +33,8 @@ from tests.unit.mounts.helpers import (
     written,
 )
 
-pytestmark = pytest.mark.anyio
+# Real server processes killed, hung and restarted (seconds each): the subprocess tier, not the fast one.
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 ENVIRON = {"PATH": os.environ["PATH"], "HOME": "/home/agent", "SECRET_TOKEN": "do-not-leak"}
 
 
