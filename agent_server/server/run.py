@@ -28,6 +28,7 @@ async def serve_stdio(settings: Settings) -> None:
         ConfigError: the settings name a provider or script that cannot be loaded.
     """
     from agent_server.server.app import create_server
+    from agent_server.server.streaming import serving_stdio
 
     server = create_server(settings)
     unwound = threading.Event()
@@ -35,7 +36,8 @@ async def serve_stdio(settings: Settings) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(cancel_on_signal, tg.cancel_scope, unwound)
         async with _stdio() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+            with serving_stdio():
+                await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
 
 

@@ -14,13 +14,15 @@ event with phase `heartbeat`; before that (queued behind another turn, mounts st
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Generator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal
 
 import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from pydantic import ConfigDict
 
 from agent_server.doors.show import describe
@@ -49,6 +51,27 @@ def wants_full_events(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(caps and caps.extensions and EVENTS_EXTENSION in caps.extensions)
 
 
+_OVER_STDIO: ContextVar[bool] = ContextVar("agent_server_mcp_over_stdio", default=False)
+
+
+@contextmanager
+def serving_stdio() -> Generator[None]:
+    """Mark the requests served inside the block (tasks started in it) as arriving over stdio."""
+    token = _OVER_STDIO.set(True)
+    try:
+        yield
+    finally:
+        _OVER_STDIO.reset(token)
+
+
+def progress_reaches_caller(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether a progress notification for this request can reach its caller. Over a wire (stdio, HTTP) only a
+    request that carries a progress token gets any (the SDK drops the rest); an in-process client's progress
+    callback is not in the request (the SDK's direct dispatcher holds it), so in process the answer is yes."""
+    over_a_wire = ctx.request is not None or _OVER_STDIO.get()
+    return not over_a_wire or progress_token_from_params(ctx.params) is not None
+
+
 class _EveryEvent:
     """`doors.stream.Shows` for MCP: every event is sent as it is (coalesced text as one token event)."""
 
@@ -70,6 +93,7 @@ class EventStreamer:
     ) -> None:
         self._ctx = ctx
         self._full = wants_full_events(ctx)
+        self._listens = self._full or progress_reaches_caller(ctx)
         self._heartbeat_s = heartbeat_s
         self._progress = 0
         self._stream = EventStream(_EveryEvent(), self._send, flush_interval=flush_interval)
@@ -78,18 +102,25 @@ class EventStreamer:
         self._last_sent = anyio.current_time()
         self._waits = _Waits()
 
+    def listening(self) -> bool:
+        """Whether the events sent here reach the caller (`events.listening`): a call over a wire without a
+        progress token and without the full-events extension gets none, so its turn builds none."""
+        return self._listens
+
     def waiting_on(self, what: str) -> None:
         """What the call waits on before its turn emits events (e.g. an earlier turn of the session)."""
         self._waits.begin(what)
 
     async def __call__(self, event: AgentEvent) -> None:
+        if not self._listens:
+            return
         self._waits.observe(event)
         await self._stream(event)
 
     @asynccontextmanager
     async def heartbeat(self) -> AsyncGenerator[None]:
-        """Send heartbeats while the block runs (none when `heartbeat_s` is None)."""
-        if self._heartbeat_s is None:
+        """Send heartbeats while the block runs (none when `heartbeat_s` is None or nobody listens)."""
+        if self._heartbeat_s is None or not self._listens:
             yield
             return
         try:
