@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 EXIT_CONFIG = 2
 
 
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent-server",
@@ -52,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-write", action="store_true", default=None, help="offer the write_file and edit_file tools"
     )
     parser.add_argument("--allow-exec", action="store_true", default=None, help="offer the run_command tool")
-    parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
+    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, help="stderr log level (any case)")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio", help="default: stdio")
     parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000)")
@@ -69,7 +72,7 @@ def build_view_parser() -> argparse.ArgumentParser:
     parser.add_argument("--state-dir", type=Path, help="the state dir to read (default: WORKSPACE/.agent_server)")
     parser.add_argument("--store", metavar="URL", help="a PostgreSQL store (postgresql://...) instead of the state dir")
     parser.add_argument("--config", type=Path, help="config file (JSON or TOML): auth, http, view, request_state_keys")
-    parser.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
+    parser.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, help="stderr log level (any case)")
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1; others need auth)")
     parser.add_argument("--port", type=int, default=8765, help="port (default: 8765; 0: any free port)")
     return parser

@@ -35,8 +35,9 @@ async def serve_stdio(settings: Settings) -> None:
     server.lifespan = _signalling(server.lifespan, unwound)
     async with anyio.create_task_group() as tg:
         tg.start_soon(cancel_on_signal, tg.cancel_scope, unwound)
-        async with _stdio() as (read, write):
-            with serving_stdio():
+        # Set before the SDK's stdin reader starts: a request's handler runs in the context its message came in.
+        with serving_stdio():
+            async with _stdio() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
         tg.cancel_scope.cancel()
 

@@ -14,6 +14,7 @@ event with phase `heartbeat`; before that (queued behind another turn, mounts st
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, Generator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
@@ -28,6 +29,8 @@ from pydantic import ConfigDict
 from agent_server.doors.show import describe
 from agent_server.doors.stream import EventStream
 from agent_server.events import AgentEvent, EventIds, StatusEvent, TokenEvent
+
+logger = logging.getLogger(__name__)
 
 HEARTBEAT_PHASE = "heartbeat"
 
@@ -94,6 +97,8 @@ class EventStreamer:
         self._ctx = ctx
         self._full = wants_full_events(ctx)
         self._listens = self._full or progress_reaches_caller(ctx)
+        if not self._listens:
+            logger.debug("request %s has no progress token: its turn builds and sends no events", ctx.request_id)
         self._heartbeat_s = heartbeat_s
         self._progress = 0
         self._stream = EventStream(_EveryEvent(), self._send, flush_interval=flush_interval)

@@ -117,3 +117,25 @@ async def test_lines_that_are_no_message_leave_the_stdio_server_serving(dirs: Se
                 assert others == []  # no stray answer, and nothing else
             assert await raw.finish() == 0
         assert not raw.invalid
+
+
+NO_EVENTS = "has no progress token: its turn builds and sends no events"
+
+
+async def test_over_stdio_a_call_without_a_progress_token_builds_no_events_and_one_with_gets_them(
+    dirs: ServerDirs, tmp_path: Path
+) -> None:
+    replay = load_replay()
+    command = dirs.argv([{"content": "one"}, {"content": "two"}], log_level="debug")
+    log = tmp_path / "stderr.log"
+    with anyio.fail_after(30), log.open("wb") as stderr:
+        async with replay.RawServer.spawn(command, cwd=dirs.root, env=server_env(), stderr=stderr) as raw:
+            await raw.request(INITIALIZE)
+            await raw.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            quiet, before = await raw.request(tools_call(1, "run_turn", {"prompt": "quiet"}))
+            told, notes = await raw.request(tools_call(2, "run_turn", {"prompt": "told"}, token="t"))
+    assert quiet["result"]["structuredContent"]["final_text"] == "one" and before == []
+    assert told["result"]["structuredContent"]["final_text"] == "two"
+    assert notes and all(n["method"] == "notifications/progress" for n in notes)
+    lines = [line for line in log.read_text().splitlines() if NO_EVENTS in line]
+    assert [line.split("request ")[1].split(" ")[0] for line in lines] == ["1"], lines

@@ -146,3 +146,11 @@ def test_version_is_the_one_every_door_reports(capsys: pytest.CaptureFixture[str
     out = capsys.readouterr()
     assert out.err == f"agent-server {version()}\n" and out.out == ""  # stdout is the wire
     assert client_info().version == version()
+
+
+def test_the_log_level_is_taken_in_any_case_and_a_wrong_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert build_parser().parse_args(["--log-level", "debug"]).log_level == "DEBUG"
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["--log-level", "chatty"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'CHATTY'" in capsys.readouterr().err
