@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import codecs
 import logging
+import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,6 +57,7 @@ def nested_instructions(
 
 def _read(path: Path, root: Path, max_bytes: int) -> InstructionText | None:
     try:
+        os.lstat(path)  # most directories have none: one call, not one per component of the path to resolve
         real = path.resolve()
         info = real.stat()
     except FileNotFoundError:
