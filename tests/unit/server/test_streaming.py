@@ -23,7 +23,10 @@ def request(params: dict[str, Any], *, http: bool = False, events_extension: boo
     return cast(
         Any,
         SimpleNamespace(
-            params=params, request=object() if http else None, session=SimpleNamespace(client_capabilities=caps)
+            params=params,
+            request_id=1,
+            request=object() if http else None,
+            session=SimpleNamespace(client_capabilities=caps),
         ),
     )
 
