@@ -1,7 +1,7 @@
 """Test tiers: every test gets exactly one tier marker, chosen by the directory it lives in.
 
 `pytest` runs every tier; `pytest -m fast` runs only the in-memory interaction tests and the unit tests
-(about 150 s on 2 cores, 100 s with `-n 2`: pytest-xdist is in the dev extra); `pytest -m subprocess`,
+(about 80 s with `-n 2` on 2 cores, about 150 s serially: pytest-xdist is in the dev extra); `pytest -m subprocess`,
 `-m thirdparty`, `-m mounts`, `-m clients`, `-m bench`, `-m acp`, `-m browser` and `-m localmodel` run one of the
 others. A test that needs another tier than its directory's says so with its own marker (e.g.
 `@pytest.mark.subprocess`), which then replaces the directory's.
