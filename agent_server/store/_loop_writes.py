@@ -6,7 +6,8 @@ to a worker thread costs several times what SQLite does for them, so they run on
 
 - their payload is small: `turn_fits` estimates it without serialising anything (a walk that stops as soon
   as the budget, `LOOP_WRITE_MAX_CHARS`, is spent, so the estimate itself is cheap whatever the record
-  holds), and the history `begin_turn` reads stops at the same budget (`HistoryTooLarge`);
+  holds), and the history `begin_turn` reads stops at the same budget (`HistoryTooLarge`; the session is then
+  remembered, `LargeHistories`, and its next turns begin in the thread at once);
 - the database is free at once: the attempt runs with `busy_timeout = 0`, so a write lock held by another
   process (or by this store's own worker thread) is `SQLITE_BUSY` at once (`is_busy`), never a wait;
 - no checkpoint runs on the loop: the connection's automatic checkpoint is off, and the store checkpoints
@@ -38,6 +39,30 @@ _RECORD_ITEM_CHARS = 256
 class HistoryTooLarge(Exception):
     """A history read on the event loop passed `LOOP_WRITE_MAX_CHARS`: the transaction is rolled back and run
     in a worker thread instead."""
+
+
+LARGE_HISTORIES_KEPT = 1_024
+"""How many sessions `LargeHistories` remembers (the least recently begun are forgotten first)."""
+
+
+class LargeHistories:
+    """The sessions whose history passed `LOOP_WRITE_MAX_CHARS` when a turn began: their next turns begin in a
+    worker thread at once, instead of reading up to the budget on the loop, rolling back and starting again
+    (a history only grows until a compaction, and a long session is the usual one). Bounded: a session
+    forgotten, or compacted since, costs one attempt on the loop again."""
+
+    def __init__(self, kept: int = LARGE_HISTORIES_KEPT) -> None:
+        self._kept = kept
+        self._sessions: dict[str, None] = {}  # insertion order: the least recently remembered first
+
+    def __contains__(self, session_id: str) -> bool:
+        return session_id in self._sessions
+
+    def remember(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+        self._sessions[session_id] = None
+        if len(self._sessions) > self._kept:
+            del self._sessions[next(iter(self._sessions))]
 
 
 def is_busy(exc: sqlite3.Error) -> bool:

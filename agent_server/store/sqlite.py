@@ -29,7 +29,13 @@ from pydantic import ValidationError
 
 from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
-from agent_server.store._loop_writes import LOOP_WRITE_MAX_CHARS, HistoryTooLarge, is_busy, turn_fits
+from agent_server.store._loop_writes import (
+    LOOP_WRITE_MAX_CHARS,
+    HistoryTooLarge,
+    LargeHistories,
+    is_busy,
+    turn_fits,
+)
 from agent_server.store._owners import OwnerLock
 from agent_server.store._sqlite_db import (
     BUSY_FAIL,
@@ -90,6 +96,7 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._writes = 0
         """Write transactions since the last checkpoint."""
+        self._large_histories = LargeHistories()
 
     @classmethod
     async def open(cls, state_dir: Path) -> SqliteStore:
@@ -297,7 +304,11 @@ class SqliteStore:
 
         def run(conn: sqlite3.Connection, on_loop: bool) -> SessionHistory:
             budget = LOOP_WRITE_MAX_CHARS - len(record.prompt) if on_loop else None
-            history = _history(conn, record.session_id, max_chars=budget)
+            try:
+                history = _history(conn, record.session_id, max_chars=budget)
+            except HistoryTooLarge:
+                self._large_histories.remember(record.session_id)  # called holding `_lock`
+                raise
             if stored:
                 conn.execute(
                     "DELETE FROM turns WHERE session_id = ? AND turn_id = ? AND status = 'running' AND owner = ?",
@@ -310,7 +321,8 @@ class SqliteStore:
             touch(conn, record.session_id, title=common.first_title(record))
             return history
 
-        return await self._small_write(run, fits=turn_fits(record, []))
+        fits = record.session_id not in self._large_histories and turn_fits(record, [])
+        return await self._small_write(run, fits=fits)
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
         """Write the final record and append `messages` in one transaction; False if the session is gone."""

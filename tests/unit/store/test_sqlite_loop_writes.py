@@ -42,6 +42,21 @@ def hops(monkeypatch: pytest.MonkeyPatch) -> Hops:
 
 
 @pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every SQL statement the stores opened from now on run (SQLite's trace callback)."""
+    traced: list[str] = []
+    shipped = sqlite_store.connect
+
+    def connect(path: Path) -> sqlite3.Connection:
+        conn = shipped(path)
+        conn.set_trace_callback(traced.append)
+        return conn
+
+    monkeypatch.setattr(sqlite_store, "connect", connect)
+    return traced
+
+
+@pytest.fixture
 def write_lock(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     """A second connection to the state dir's database, as another process would hold it."""
     conn = sqlite3.connect(tmp_path / "state.db", isolation_level=None, check_same_thread=False)
@@ -165,17 +180,8 @@ def test_the_size_estimate_counts_a_wide_argument_and_stops_early() -> None:
 
 
 async def test_writes_on_the_loop_in_a_row_set_the_busy_timeout_once_and_a_thread_still_waits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_lock: sqlite3.Connection
+    tmp_path: Path, statements: list[str], write_lock: sqlite3.Connection
 ) -> None:
-    statements: list[str] = []
-    shipped = sqlite_store.connect
-
-    def traced(path: Path) -> sqlite3.Connection:
-        conn = shipped(path)
-        conn.set_trace_callback(statements.append)
-        return conn
-
-    monkeypatch.setattr(sqlite_store, "connect", traced)
     store = await SqliteStore.open(tmp_path)
     session = await store.create_session(title="t", metadata={})
     for _ in range(3):
@@ -191,4 +197,24 @@ async def test_writes_on_the_loop_in_a_row_set_the_busy_timeout_once_and_a_threa
             await wait_all_tasks_blocked()
             write_lock.execute("COMMIT")
     assert [s for s in statements if "busy_timeout" in s][1:] == [BUSY_WAIT]
+    await store.close()
+
+
+async def test_a_session_whose_history_was_too_large_begins_its_next_turns_in_a_thread_at_once(
+    tmp_path: Path, statements: list[str], hops: Hops
+) -> None:
+    store = await SqliteStore.open(tmp_path)
+    session = await store.create_session(title="t", metadata={})
+    first = running(session.session_id)
+    await store.begin_turn(first)
+    assert await store.finish_turn(completed(first), exchange("q", "x" * (LOOP_WRITE_MAX_CHARS + 1)))
+    for attempts_on_the_loop in (1, 0, 0):  # the first finds out, the next go straight to the thread
+        record = running(session.session_id)
+        statements.clear()
+        before = hops.count
+        history = await store.begin_turn(record)
+        assert hops.count == before + 1
+        assert statements.count("BEGIN IMMEDIATE") == 1 + attempts_on_the_loop
+        assert await store.finish_turn(completed(record), [])
+        assert len(history.messages) == 2
     await store.close()
