@@ -9,6 +9,8 @@ could open them all and lock every other out. Here each principal has room of it
   forgets it, however it ends (`DELETE`, the idle timeout, a failed opening, a crash);
 - `session_cap` answers a request that would open one more while the principal's sessions (and the openings in
   flight) are at the limit: HTTP 429 with a JSON-RPC error naming the setting, before anything of it is read.
+  An opening stops counting as one in flight the moment its session is registered (and counts as open), not
+  when its request's handler returns: the client may have its answer, and open the next, before that.
 
 Requests of an open session, and 2026-07-28 requests (which open none), pass unchanged.
 """
@@ -36,8 +38,18 @@ from agent_server.types import LOCAL_PRINCIPAL
 SETTING = "limits.mcp_sessions"
 _SESSION_HEADER = MCP_SESSION_ID_HEADER.encode("ascii")
 _VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
-_opening_for: ContextVar[str] = ContextVar("opening_for", default=LOCAL_PRINCIPAL)
-"""The principal of the request being served, for `SessionManager._admit_session` (called in its task)."""
+
+
+class _Opening:
+    """A request that may open a session, in flight until its session is registered (or the request ends)."""
+
+    def __init__(self, principal: str) -> None:
+        self.principal = principal
+        self.in_flight = True
+
+
+_opening: ContextVar[_Opening | None] = ContextVar("opening", default=None)
+"""The request being served, for `SessionManager._admit_session` (called in its task)."""
 
 
 class SessionManager(StreamableHTTPSessionManager):
@@ -48,15 +60,28 @@ class SessionManager(StreamableHTTPSessionManager):
     ) -> None:
         super().__init__(app, security_settings=security_settings, session_idle_timeout=idle_timeout_s)
         self.open_sessions: Counter[str] = Counter()
+        self.openings: Counter[str] = Counter()
+        """Each principal's requests in flight that may open a session (`session_cap`)."""
         self._owners: dict[str, str] = {}
 
     def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
         transport = super()._admit_session(requestor)
         if transport is not None and transport.mcp_session_id is not None:
-            principal = _opening_for.get()
+            opening = _opening.get()
+            principal = LOCAL_PRINCIPAL if opening is None else opening.principal
             self._owners[transport.mcp_session_id] = principal
             self.open_sessions[principal] += 1
+            if opening is not None:
+                self.landed(opening)
         return transport
+
+    def landed(self, opening: _Opening) -> None:
+        """`opening` is in flight no more (its session is open, or its request ended without one)."""
+        if opening.in_flight:
+            opening.in_flight = False
+            self.openings[opening.principal] -= 1
+            if not self.openings[opening.principal]:
+                del self.openings[opening.principal]
 
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
         principal = self._owners.pop(session_id, None)  # called again for a session already gone: no-op
@@ -69,26 +94,24 @@ class SessionManager(StreamableHTTPSessionManager):
 
 def session_cap(manager: SessionManager, limit: int) -> ASGIApp:
     """`manager`'s ASGI app, refusing a principal's session past `limit` (see the module docstring)."""
-    opening: Counter[str] = Counter()
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if not _opens_session(scope):
             await manager.handle_request(scope, receive, send)
             return
         principal = _principal(scope)
-        held = manager.open_sessions[principal] + opening[principal]
+        held = manager.open_sessions[principal] + manager.openings[principal]
         if held >= limit:  # counted and checked with no await between: concurrent openings see each other
             await _refusal(held, limit)(scope, receive, send)
             return
-        opening[principal] += 1
-        token = _opening_for.set(principal)
+        opening = _Opening(principal)
+        manager.openings[principal] += 1
+        token = _opening.set(opening)
         try:
             await manager.handle_request(scope, receive, send)
         finally:
-            _opening_for.reset(token)
-            opening[principal] -= 1
-            if not opening[principal]:
-                del opening[principal]
+            _opening.reset(token)
+            manager.landed(opening)
 
     return app
 
