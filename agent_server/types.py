@@ -13,7 +13,7 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 LOCAL_PRINCIPAL = "local"
 """Whoever reaches the server without authentication (stdio, ACP, an unauthenticated loopback HTTP bind, a
@@ -216,9 +216,28 @@ class ToolResult(_Model):
     content: list[ContentPart] = Field(default_factory=list[ContentPart])
     structured: dict[str, Any] | None = None
     duration_s: float = 0.0
+    _found_instructions: tuple[InstructionText, ...] | None = PrivateAttr(default=None)
 
     def text(self) -> str:
         return "\n".join(part.text for part in self.content if isinstance(part, TextPart))
+
+    @property
+    def touched_path(self) -> str | None:
+        """The workspace path (relative) a successful call's structured output says it worked on, if any (what
+        the built-in tools report as `path`)."""
+        path = None if self.is_error or self.structured is None else self.structured.get("path")
+        return path if isinstance(path, str) and path not in ("", ".") and not path.startswith("/") else None
+
+    @property
+    def found_instructions(self) -> tuple[InstructionText, ...] | None:
+        """The instruction files of the subdirectories down to the path a built-in tool worked on, looked up in
+        the tool's own worker thread (None: not looked up). For the turn to pass on; neither stored nor sent."""
+        return self._found_instructions
+
+    def noting(self, found: tuple[InstructionText, ...] | None) -> ToolResult:
+        """This result, just made, with `found_instructions` set (kept by `model_copy`)."""
+        self._found_instructions = found
+        return self
 
 
 # --- turn records ------------------------------------------------------------------------

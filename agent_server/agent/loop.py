@@ -412,9 +412,14 @@ async def _with_nested_instructions(run: _Run, results: list[ToolResult]) -> lis
     builtin = {spec.name for spec in run.tools if spec.source == "builtin"}
     out: list[ToolResult] = []
     for result in results:
-        path = _touched_path(result, builtin)
+        path = result.touched_path if result.name in builtin else None
         room = NESTED_INSTRUCTIONS_MAX - (len(run.instructed) - 1)
-        found = [] if path is None or room <= 0 else (await project.nested([path], run.instructed))[:room]
+        if path is None or room <= 0:
+            found = []
+        elif result.found_instructions is not None:  # looked up in the tool's own worker thread
+            found = [text for text in result.found_instructions if text.file.applies_to not in run.instructed][:room]
+        else:
+            found = (await project.nested([path], run.instructed))[:room]
         if found:
             run.instructed.update(text.file.applies_to for text in found)
             run.state.add_instructions([text.file for text in found])
@@ -426,14 +431,6 @@ async def _with_nested_instructions(run: _Run, results: list[ToolResult]) -> lis
 
 def _nested_note(text: InstructionText) -> str:
     return f"[Instructions for work under {text.file.applies_to}/, from {text.file.path}:]\n{text.text}"
-
-
-def _touched_path(result: ToolResult, builtin: set[str]) -> str | None:
-    """The workspace path a built-in tool's successful call worked on (relative), if it names one."""
-    if result.is_error or result.name not in builtin or result.structured is None:
-        return None
-    path = result.structured.get("path")
-    return path if isinstance(path, str) and path not in ("", ".") and not path.startswith("/") else None
 
 
 def _decide_after_tools() -> NextStepSample:

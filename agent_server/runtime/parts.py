@@ -141,6 +141,7 @@ def workspace_tools(
 ) -> Toolset:
     """The built-in tools over `root` (the write and exec tools as the settings enable them)."""
     from agent_server.tools.builtin import WorkspaceToolset
+    from agent_server.tools.instructions import InstructionLookup
 
     return WorkspaceToolset(
         root,
@@ -153,6 +154,9 @@ def workspace_tools(
         sandbox=sandbox,
         protected=[p.expanduser().absolute() for p in (settings.config_file, settings.mcp_config) if p],
         skills=skill_sources(settings, root) if settings.skills_max > 0 else None,
+        instructions=InstructionLookup(root, settings.instruction_files, settings.instructions_max_bytes)
+        if settings.instruction_files
+        else None,
     )
 
 

@@ -53,6 +53,7 @@ from agent_server.types import (
 if TYPE_CHECKING:
     import regex
 
+    from agent_server.tools.instructions import InstructionLookup
     from agent_server.tools.sandbox import CommandSandbox
     from agent_server.tools.skills import SkillSources
     from agent_server.tools.writes import FileWriter
@@ -138,8 +139,11 @@ class _Tool:
 
     spec: ToolSpec
     arguments: type[ToolArguments]
-    run: Callable[[Any], Awaitable[Output]]
-    """Takes an instance of `arguments` (Any: each tool has its own model)."""
+    blocking: Callable[[Any], Output] | None = None
+    """Takes an instance of `arguments` (Any: each tool has its own model); run in a worker thread, abandoned on
+    cancellation (the turn does not wait for it)."""
+    run: Callable[[Any], Awaitable[Output]] | None = None
+    """The same, for a tool that runs on the event loop (`run_command` waits for its process there)."""
 
 
 class WorkspaceToolset:
@@ -163,15 +167,18 @@ class WorkspaceToolset:
         sandbox: CommandSandbox | None = None,
         protected: Sequence[Path] = (),
         skills: SkillSources | None = None,
+        instructions: InstructionLookup | None = None,
     ) -> None:
         """`state_dir` and `protected` (the server's own config files) are protected paths of the write tools,
         beyond `options.protected_paths`; `environ` is where `run_command`'s minimal one comes from; `sandbox` is
         where its commands run (one of the runtime's, shared by its workspaces; default: one made from `options`,
         hiding `state_dir`); `skills`: where `load_skill` finds skills (None: no `load_skill`), whose library folders
-        `read_file` and `list_dir` may read."""
+        `read_file` and `list_dir` may read; `instructions`: the subdirectory instruction files each call's
+        result notes (None: none looked up)."""
         options = options or ToolsOptions()
         self._paths = WorkspacePaths(workspace, () if skills is None else skills.dirs)
         self._skills = skills
+        self._instructions = instructions
         self._read_max = read_max_bytes
         self._max_matches = search_max_matches
         self._search_timeout_s = search_timeout_s
@@ -180,12 +187,12 @@ class WorkspaceToolset:
             "list_dir": self._list_dir,
             "search_text": self._search_text,
         }
-        self._tools = {name: _Tool(SPECS[name], ARGUMENTS[name], _in_thread(run)) for name, run in reads.items()}
+        self._tools = {name: _Tool(SPECS[name], ARGUMENTS[name], run) for name, run in reads.items()}
         if skills is not None:
             from agent_server.tools.guidance import LOAD_SKILL_SPEC, LoadSkillArguments, load_skill
 
             run = functools.partial(load_skill, skills)
-            self._tools["load_skill"] = _Tool(LOAD_SKILL_SPEC, LoadSkillArguments, _in_thread(run))
+            self._tools["load_skill"] = _Tool(LOAD_SKILL_SPEC, LoadSkillArguments, run)
         self._writer: FileWriter | None = None
         if options.write:
             always = [path for path in (state_dir, *protected) if path is not None]
@@ -215,7 +222,7 @@ class WorkspaceToolset:
         )
         self._writer = writer
         runs = {"write_file": writer.write_file, "edit_file": writer.edit_file}
-        return {name: _Tool(WRITE_SPECS[name], WRITE_ARGUMENTS[name], _in_thread(run)) for name, run in runs.items()}
+        return {name: _Tool(WRITE_SPECS[name], WRITE_ARGUMENTS[name], run) for name, run in runs.items()}
 
     def _command_tools(
         self, options: ToolsOptions, environ: Mapping[str, str], sandbox: CommandSandbox
@@ -229,7 +236,7 @@ class WorkspaceToolset:
             timeout_s=options.command_timeout_s,
             output_max_bytes=options.command_output_max_bytes,
         )
-        return {"run_command": _Tool(runner.spec, RunCommandArguments, runner.run_command)}
+        return {"run_command": _Tool(runner.spec, RunCommandArguments, run=runner.run_command)}
 
     async def list_tools(self) -> list[ToolSpec]:
         """The tools on; `load_skill` only while a place for skills exists (a few `stat` calls)."""
@@ -252,12 +259,22 @@ class WorkspaceToolset:
             return unknown_tool(call)
         try:
             args = parse_arguments(call.name, tool.arguments, call.arguments)
+            if tool.blocking is not None:
+                return await anyio.to_thread.run_sync(self._blocking, tool.blocking, call, args, abandon_on_cancel=True)
+            assert tool.run is not None
             content, structured = await tool.run(args)
         except ToolFailure as exc:
             return error_result(call, exc.message)
         except OSError as exc:
             return error_result(call, f"{call.name} failed: {self._paths.describe_os_error(exc)}")
         return ToolResult(call_id=call.id, name=call.name, content=content, structured=structured)
+
+    def _blocking(self, run: Callable[[Any], Output], call: ToolCall, args: Any) -> ToolResult:
+        """`run`'s result and, in the same worker thread (one hop, not two), the instruction files of the
+        subdirectories down to the path it touched (`InstructionLookup`)."""
+        content, structured = run(args)
+        result = ToolResult(call_id=call.id, name=call.name, content=content, structured=structured)
+        return result if self._instructions is None else result.noting(self._instructions.after(result))
 
     def _read_file(self, args: ReadFileArguments) -> Output:
         raw = args.path
@@ -487,12 +504,3 @@ def _glob_matches(glob: str, *paths: str) -> bool:
 
 def _clip(line: str) -> str:
     return line if len(line) <= MATCH_LINE_MAX_CHARS else line[:MATCH_LINE_MAX_CHARS] + "…"
-
-
-def _in_thread(run: Callable[[Any], Output]) -> Callable[[Any], Awaitable[Output]]:
-    """A blocking tool run in a worker thread, abandoned on cancellation (the turn does not wait for it)."""
-
-    async def in_thread(args: Any) -> Output:
-        return await anyio.to_thread.run_sync(run, args, abandon_on_cancel=True)
-
-    return in_thread

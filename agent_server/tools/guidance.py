@@ -19,7 +19,7 @@ from pydantic import Field
 
 from agent_server.errors import ToolFailure
 from agent_server.tools.arguments import ToolArguments, input_schema
-from agent_server.tools.instructions import instructions_in, nested_instructions
+from agent_server.tools.instructions import instructions_in, instructions_under
 from agent_server.tools.skills import (
     FILES_MAX,
     SkillSources,
@@ -82,12 +82,8 @@ class WorkspaceGuide:
         root = self.sources.workspace
         found: list[InstructionText] = []
         for raw in paths:
-            try:
-                target = (root / raw).resolve()
-            except (OSError, RuntimeError):
-                continue
             skip = given | {text.file.applies_to for text in found}
-            found += nested_instructions(root, target, self.names, self.max_bytes, skip=skip)
+            found += instructions_under(root, raw, self.names, self.max_bytes, skip=skip)
         return found
 
 

@@ -18,9 +18,10 @@ import logging
 import os
 import stat
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from agent_server.types import InstructionFile, InstructionText
+from agent_server.types import InstructionFile, InstructionText, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,34 @@ def nested_instructions(
         if text is not None:
             found.append(text)
     return found
+
+
+def instructions_under(
+    root: Path, raw: str, names: Sequence[str], max_bytes: int, *, skip: frozenset[str] = frozenset()
+) -> list[InstructionText]:
+    """`nested_instructions` down to the workspace path `raw` (relative to `root`), resolved first."""
+    try:
+        target = (root / raw).resolve()
+    except (OSError, RuntimeError):
+        return []
+    return nested_instructions(root, target, names, max_bytes, skip=skip)
+
+
+@dataclass(frozen=True)
+class InstructionLookup:
+    """The subdirectory instruction files of one workspace, looked up by a built-in tool right after its call, in
+    the same worker thread (`ToolResult.found_instructions`: the turn picks those it has not had yet). Each call
+    reads the files along its path again, a few at most, each within `max_bytes`: cheaper than a second hop."""
+
+    root: Path
+    names: tuple[str, ...]
+    """`instruction_files`."""
+    max_bytes: int
+    """`instructions_max_bytes`."""
+
+    def after(self, result: ToolResult) -> tuple[InstructionText, ...]:
+        path = result.touched_path
+        return () if path is None else tuple(instructions_under(self.root, path, self.names, self.max_bytes))
 
 
 def _read(path: Path, root: Path, max_bytes: int) -> InstructionText | None:

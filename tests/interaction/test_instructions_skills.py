@@ -278,3 +278,27 @@ async def test_provider_prompt_caching_holds_with_instructions_skills_and_a_nest
     assert [u.cache_read_input_tokens for u in accounted[1:]] == [u.total for u in accounted[:-1]]
     systems = {json.dumps(request.json["system"]) for request in h.server.requests}
     assert len(systems) == 1 and ROOT_RULE in systems.pop()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_subdirectorys_instructions_are_looked_up_in_the_tools_own_worker_thread(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One worker-thread hop per built-in call: the call and the lookup of the instruction files under its path."""
+    _workspace(tmp_path)
+    hops: list[str] = []
+    shipped = anyio.to_thread.run_sync
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(fn, "__qualname__", repr(fn)))
+        return await shipped(fn, *args, **kwargs)
+
+    read = {"tool_calls": [{"name": "read_file", "arguments": {"path": "pkg/code.py"}}]}
+    async with connect(tmp_path, [read, read, {"content": "done"}], mode=mode) as h:
+        monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+        with anyio.fail_after(10):
+            result = await h.call("run_turn", {"prompt": "read it twice", "detail": "full"})
+    first, second = _tool_texts(h.llm.calls[2])[-2:]
+    assert NESTED_RULE in first and NESTED_RULE not in second
+    assert [hop for hop in hops if hop.endswith(("._blocking", "._nested"))] == ["WorkspaceToolset._blocking"] * 2
+    assert [f["applies_to"] for f in result.structured_content["instructions"]] == [".", "pkg"]
