@@ -222,13 +222,6 @@ class ToolResult(_Model):
         return "\n".join(part.text for part in self.content if isinstance(part, TextPart))
 
     @property
-    def touched_path(self) -> str | None:
-        """The workspace path (relative) a successful call's structured output says it worked on, if any (what
-        the built-in tools report as `path`)."""
-        path = None if self.is_error or self.structured is None else self.structured.get("path")
-        return path if isinstance(path, str) and path not in ("", ".") and not path.startswith("/") else None
-
-    @property
     def found_instructions(self) -> tuple[InstructionText, ...] | None:
         """The instruction files of the subdirectories down to the path a built-in tool worked on, looked up in
         the tool's own worker thread (None: not looked up). For the turn to pass on; neither stored nor sent."""

@@ -6,7 +6,7 @@ sink; `server/app.py` decides which implementations stand behind them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,7 +18,7 @@ from agent_server.store.base import SessionStore
 from agent_server.telemetry import NO_TELEMETRY, Telemetry
 from agent_server.tools.base import Toolset
 from agent_server.turn_options import TurnOptions
-from agent_server.types import InstructionText, ProjectGuidance, TurnRecord
+from agent_server.types import ProjectGuidance, TurnRecord
 
 
 class ProjectContext(Protocol):
@@ -27,11 +27,6 @@ class ProjectContext(Protocol):
 
     async def guidance(self) -> ProjectGuidance:
         """The workspace root's instructions and the skills, as they are now."""
-        ...
-
-    async def nested(self, paths: Sequence[str], given: Collection[str]) -> list[InstructionText]:
-        """The instructions of the subdirectories leading to `paths` (relative to the workspace), leaving out
-        the directories in `given`."""
         ...
 
 

@@ -392,7 +392,7 @@ async def _run_tools(
         telemetry=run.deps.telemetry,
         kinds={spec.name: spec.kind for spec in run.tools},
     )
-    results = await _with_nested_instructions(run, results)
+    results = _with_nested_instructions(run, results)
     step = [assistant, *result_messages(results)]
     run.messages += step
     text_only = assistant.model_copy(update={"tool_calls": []})
@@ -402,24 +402,18 @@ async def _run_tools(
     return NextStepDecide()
 
 
-async def _with_nested_instructions(run: _Run, results: list[ToolResult]) -> list[ToolResult]:
+def _with_nested_instructions(run: _Run, results: list[ToolResult]) -> list[ToolResult]:
     """The results, each built-in tool's followed by the instruction files of the subdirectories it touched that
     the turn has not had yet (`tools.instructions`: the system prompt stays as it is), at most
-    `NESTED_INSTRUCTIONS_MAX` per turn."""
-    project = run.deps.project
-    if project is None:
+    `NESTED_INSTRUCTIONS_MAX` per turn. The tool looked them up in its own worker thread
+    (`ToolResult.found_instructions`)."""
+    if run.deps.project is None:
         return results
-    builtin = {spec.name for spec in run.tools if spec.source == "builtin"}
     out: list[ToolResult] = []
     for result in results:
-        path = result.touched_path if result.name in builtin else None
         room = NESTED_INSTRUCTIONS_MAX - (len(run.instructed) - 1)
-        if path is None or room <= 0:
-            found = []
-        elif result.found_instructions is not None:  # looked up in the tool's own worker thread
-            found = [text for text in result.found_instructions if text.file.applies_to not in run.instructed][:room]
-        else:
-            found = (await project.nested([path], run.instructed))[:room]
+        new = [text for text in result.found_instructions or () if text.file.applies_to not in run.instructed]
+        found = new[: max(room, 0)]
         if found:
             run.instructed.update(text.file.applies_to for text in found)
             run.state.add_instructions([text.file for text in found])

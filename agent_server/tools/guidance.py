@@ -3,15 +3,15 @@
 
 `WorkspaceGuide` is what a turn asks (`agent.context.ProjectContext`): the guidance for its system prompt,
 scanned afresh each turn in a worker thread (an edited AGENTS.md or a new skill counts from the next turn, and
-the prompt stays the same through the rounds of one turn), and the instructions of the subdirectories a tool
-call touches. `load_skill` finds the skill by a fresh scan too, so it answers for what is on disk now.
+the prompt stays the same through the rounds of one turn). The instructions of the subdirectories a built-in
+call touches are looked up by the call itself (`instructions.InstructionLookup`). `load_skill` finds the skill
+by a fresh scan too, so it answers for what is on disk now.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import anyio.to_thread
@@ -19,7 +19,7 @@ from pydantic import Field
 
 from agent_server.errors import ToolFailure
 from agent_server.tools.arguments import ToolArguments, input_schema
-from agent_server.tools.instructions import instructions_in, instructions_under
+from agent_server.tools.instructions import instructions_in
 from agent_server.tools.skills import (
     FILES_MAX,
     SkillSources,
@@ -30,7 +30,7 @@ from agent_server.tools.skills import (
     skill_files,
 )
 from agent_server.tools.workspace import Output
-from agent_server.types import InstructionText, ProjectGuidance, TextPart, ToolAnnotations, ToolSpec
+from agent_server.types import ProjectGuidance, TextPart, ToolAnnotations, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -70,21 +70,6 @@ class WorkspaceGuide:
 
     def _anything_to_read(self) -> bool:
         return any(map(os.path.exists, self._root_files)) or self.sources.any_place()
-
-    async def nested(self, paths: Sequence[str], given: Collection[str]) -> list[InstructionText]:
-        """The instructions of the subdirectories leading to `paths` (relative to the workspace) that are not in
-        `given` (directories whose instructions the turn has had), each once."""
-        if not self.names:
-            return []
-        return await anyio.to_thread.run_sync(self._nested, paths, frozenset(given), abandon_on_cancel=True)
-
-    def _nested(self, paths: Sequence[str], given: frozenset[str]) -> list[InstructionText]:
-        root = self.sources.workspace
-        found: list[InstructionText] = []
-        for raw in paths:
-            skip = given | {text.file.applies_to for text in found}
-            found += instructions_under(root, raw, self.names, self.max_bytes, skip=skip)
-        return found
 
 
 class LoadSkillArguments(ToolArguments):

@@ -56,15 +56,11 @@ def nested_instructions(
     return found
 
 
-def instructions_under(
-    root: Path, raw: str, names: Sequence[str], max_bytes: int, *, skip: frozenset[str] = frozenset()
-) -> list[InstructionText]:
-    """`nested_instructions` down to the workspace path `raw` (relative to `root`), resolved first."""
-    try:
-        target = (root / raw).resolve()
-    except (OSError, RuntimeError):
-        return []
-    return nested_instructions(root, target, names, max_bytes, skip=skip)
+def _touched_path(result: ToolResult) -> str | None:
+    """The workspace path (relative) a successful call's structured output says it worked on, if any (what
+    the built-in tools report as `path`)."""
+    path = None if result.is_error or result.structured is None else result.structured.get("path")
+    return path if isinstance(path, str) and path not in ("", ".") and not path.startswith("/") else None
 
 
 @dataclass(frozen=True)
@@ -80,8 +76,14 @@ class InstructionLookup:
     """`instructions_max_bytes`."""
 
     def after(self, result: ToolResult) -> tuple[InstructionText, ...]:
-        path = result.touched_path
-        return () if path is None else tuple(instructions_under(self.root, path, self.names, self.max_bytes))
+        path = _touched_path(result)
+        if path is None:
+            return ()
+        try:
+            target = (self.root / path).resolve()
+        except (OSError, RuntimeError):
+            return ()
+        return tuple(nested_instructions(self.root, target, self.names, self.max_bytes))
 
 
 def _read(path: Path, root: Path, max_bytes: int) -> InstructionText | None:
