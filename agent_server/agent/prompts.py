@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,14 +76,27 @@ def estimate_tokens(text: str) -> int:
 
 def estimate_message_tokens(messages: Iterable[Message]) -> int:
     """Estimated tokens of messages: text, tool calls (as JSON), images and a per-message overhead."""
-    total = 0
-    for message in messages:
-        total += MESSAGE_OVERHEAD_TOKENS + estimate_tokens(message.text())
-        if not isinstance(message.content, str):
-            total += IMAGE_TOKENS * sum(isinstance(part, ImagePart) for part in message.content)
-        if message.tool_calls:
-            total += estimate_call_tokens(message.tool_calls)
-    return total
+    return sum(_message_tokens(message) for message in messages)
+
+
+_MESSAGE_TOKENS: dict[int, tuple[weakref.ref[Message], int]] = {}
+"""Each message's estimate while the message lives (by identity; an entry goes with its message). A long
+session's history is the same message objects turn after turn (the store remembers them parsed), and
+estimating all of them at each turn's start is work on the event loop that grows with the session."""
+
+
+def _message_tokens(message: Message) -> int:
+    key = id(message)
+    kept = _MESSAGE_TOKENS.get(key)
+    if kept is not None and kept[0]() is message:
+        return kept[1]
+    tokens = MESSAGE_OVERHEAD_TOKENS + estimate_tokens(message.text())
+    if not isinstance(message.content, str):
+        tokens += IMAGE_TOKENS * sum(isinstance(part, ImagePart) for part in message.content)
+    if message.tool_calls:
+        tokens += estimate_call_tokens(message.tool_calls)
+    _MESSAGE_TOKENS[key] = (weakref.ref(message, lambda _: _MESSAGE_TOKENS.pop(key, None)), tokens)
+    return tokens
 
 
 def estimate_call_tokens(calls: Sequence[ToolCall]) -> int:

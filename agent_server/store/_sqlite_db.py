@@ -286,6 +286,35 @@ def stored_messages(
     ]
 
 
+def first_live_seq(conn: sqlite3.Connection, session_id: str) -> int | None:
+    """The `seq` of the session's first live (not archived) message; None when there is none."""
+    row = conn.execute(
+        "SELECT min(seq) FROM messages INDEXED BY messages_live WHERE session_id = ? AND archived = 0", (session_id,)
+    ).fetchone()
+    return row[0]
+
+
+def live_messages(
+    conn: sqlite3.Connection, session_id: str, *, after: int, max_chars: int | None
+) -> list[tuple[StoredMessage, int]]:
+    """The session's live messages after `after`, by seq, each with the length of its stored JSON.
+
+    Raises:
+        HistoryTooLarge: `max_chars` is given and the messages' JSON is longer (counted before any is parsed).
+    """
+    rows: Iterable[tuple[int, str | None, str, int]] = conn.execute(
+        "SELECT seq, turn_id, message, 0 FROM messages INDEXED BY messages_live"
+        " WHERE session_id = ? AND seq > ? AND archived = 0 ORDER BY seq",
+        (session_id, after),
+    )
+    if max_chars is not None:
+        rows = _within(rows, max_chars)
+    return [
+        (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), len(message))
+        for seq, turn_id, message, _ in rows
+    ]
+
+
 def _within(rows: Iterable[tuple[int, str | None, str, int]], max_chars: int) -> list[tuple[int, str | None, str, int]]:
     kept: list[tuple[int, str | None, str, int]] = []
     for row in rows:

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from agent_server.errors import CompactionConflict, InvalidArgument, SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
+from agent_server.store._history_cache import HistoryCache
 from agent_server.store._loop_writes import (
     LOOP_WRITE_MAX_CHARS,
     HistoryTooLarge,
@@ -45,9 +46,11 @@ from agent_server.store._sqlite_db import (
     checkpoint,
     connect,
     dump,
+    first_live_seq,
     get_session,
     head_seq,
     interrupt_dead_owners,
+    live_messages,
     migrate,
     require_session,
     session_info,
@@ -97,6 +100,8 @@ class SqliteStore:
         self._writes = 0
         """Write transactions since the last checkpoint."""
         self._large_histories = LargeHistories()
+        self._histories = HistoryCache()
+        """The parsed live histories of recently begun sessions (used holding `_lock`)."""
 
     @classmethod
     async def open(cls, state_dir: Path) -> SqliteStore:
@@ -257,6 +262,7 @@ class SqliteStore:
             require_session(conn, session_id)
             for table in ("messages", "turns", "compactions", "approvals", "questions", "sessions"):
                 conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            self._histories.forget(session_id)
 
         await self._write(run)
         try:
@@ -267,7 +273,7 @@ class SqliteStore:
     # --- history ------------------------------------------------------------------------
 
     async def load_history(self, session_id: str) -> SessionHistory:
-        return await self._read(lambda conn: _history(conn, session_id))
+        return await self._read(lambda conn: _history(conn, session_id, self._histories))
 
     async def all_messages(self, session_id: str) -> list[tuple[StoredMessage, bool]]:
         """Every stored message of the session, archived ones included, with its archived flag."""
@@ -305,7 +311,7 @@ class SqliteStore:
         def run(conn: sqlite3.Connection, on_loop: bool) -> SessionHistory:
             budget = LOOP_WRITE_MAX_CHARS - len(record.prompt) if on_loop else None
             try:
-                history = _history(conn, record.session_id, max_chars=budget)
+                history = _history(conn, record.session_id, self._histories, max_chars=budget)
             except HistoryTooLarge:
                 self._large_histories.remember(record.session_id)  # called holding `_lock`
                 raise
@@ -321,7 +327,9 @@ class SqliteStore:
             touch(conn, record.session_id, title=common.first_title(record))
             return history
 
-        fits = record.session_id not in self._large_histories and turn_fits(record, [])
+        # A large history the cache holds is not read again: only what was added since counts.
+        large = record.session_id in self._large_histories and record.session_id not in self._histories
+        fits = not large and turn_fits(record, [])
         return await self._small_write(run, fits=fits)
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
@@ -583,18 +591,23 @@ def _store_errors(*, on_loop: bool = False) -> Generator[None]:
         raise StoreError(f"session store: cannot encode the record: {exc}") from exc
 
 
-def _history(conn: sqlite3.Connection, session_id: str, *, max_chars: int | None = None) -> SessionHistory:
-    """The summary and the live messages; with `max_chars`, `HistoryTooLarge` past that many characters."""
+def _history(
+    conn: sqlite3.Connection, session_id: str, cache: HistoryCache, *, max_chars: int | None = None
+) -> SessionHistory:
+    """The summary and the live messages (those `cache` remembers are not read again); with `max_chars`,
+    `HistoryTooLarge` past that many characters read."""
     row = conn.execute("SELECT summary FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     if row is None:
+        cache.forget(session_id)
         raise SessionNotFound(session_id)
     summary: str | None = row[0]
+    resume = cache.resume(session_id, summary=summary, first_live=first_live_seq(conn, session_id))
     if max_chars is not None:
-        max_chars -= len(summary or "")
+        max_chars -= 0 if resume.after else len(summary or "")
         if max_chars < 0:
             raise HistoryTooLarge
-    messages = stored_messages(conn, session_id, live_only=True, max_chars=max_chars)
-    return SessionHistory(summary=summary, messages=[m for m, _ in messages])
+    rows = live_messages(conn, session_id, after=resume.after, max_chars=max_chars)
+    return cache.history(session_id, summary, resume, rows)
 
 
 def _fork(conn: sqlite3.Connection, source: str, target: str, at_turn: str | None, title: str | None) -> SessionInfo:

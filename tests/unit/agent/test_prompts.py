@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import gc
 import logging
 from pathlib import Path
 
 import pytest
 
 from agent_server import events
+from agent_server.agent import prompts
 from agent_server.agent.prompts import (
     DEFAULT_PROMPT,
     IMAGE_TOKENS,
@@ -146,3 +148,26 @@ def test_instructions_and_skills_come_after_the_default_and_before_the_prompt_fi
     assert parts[1].source == "AGENTS.md" and parts[1].body.endswith("\n\nRules.")
     assert "- pdf: PDF forms." in parts[2].body and "[3 more skill folder(s) were not looked at" in parts[2].body
     assert [part.id for part in build_prompt_parts(None, None, ProjectGuidance())] == ["default"]
+
+
+def test_a_messages_estimate_is_made_once_and_goes_with_the_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = [ToolCall(id="c1", name="list_dir", arguments={"path": "."})]
+    messages = [Message(role="assistant", content="", tool_calls=calls), Message(role="user", content="x" * 40)]
+    first = prompts.estimate_message_tokens(messages)
+    made: list[int] = []
+    real = prompts.estimate_call_tokens
+
+    def counted(calls: list[ToolCall]) -> int:
+        made.append(1)
+        return real(calls)
+
+    monkeypatch.setattr(prompts, "estimate_call_tokens", counted)
+    assert prompts.estimate_message_tokens(messages) == first  # remembered: no second walk of the calls
+    assert made == []
+    second = prompts.estimate_message_tokens(messages[1:])
+    assert prompts.estimate_message_tokens([messages[0].model_copy()]) == first - second
+    assert made == [1]  # a copy is a new object: estimated again
+    kept = len(prompts._MESSAGE_TOKENS)  # pyright: ignore[reportPrivateUsage]
+    del messages
+    gc.collect()
+    assert len(prompts._MESSAGE_TOKENS) <= kept - 2  # pyright: ignore[reportPrivateUsage]

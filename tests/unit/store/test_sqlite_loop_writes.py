@@ -13,6 +13,7 @@ import pytest
 from anyio import wait_all_tasks_blocked
 
 from agent_server.store import sqlite as sqlite_store
+from agent_server.store._history_cache import HistoryCache
 from agent_server.store._loop_writes import LOOP_WRITE_MAX_CHARS, turn_fits
 from agent_server.store._sqlite_db import BUSY_FAIL, BUSY_WAIT
 from agent_server.store.sqlite import SqliteStore
@@ -200,10 +201,33 @@ async def test_writes_on_the_loop_in_a_row_set_the_busy_timeout_once_and_a_threa
     await store.close()
 
 
-async def test_a_session_whose_history_was_too_large_begins_its_next_turns_in_a_thread_at_once(
+async def test_a_large_history_is_read_in_a_thread_once_then_its_next_turns_begin_on_the_loop(
     tmp_path: Path, statements: list[str], hops: Hops
 ) -> None:
     store = await SqliteStore.open(tmp_path)
+    session = await store.create_session(title="t", metadata={})
+    first = running(session.session_id)
+    await store.begin_turn(first)
+    assert await store.finish_turn(completed(first), exchange("q", "x" * (LOOP_WRITE_MAX_CHARS + 1)))
+    # The first finds out on the loop and reads in the thread; the store then holds the history parsed, so the
+    # next turns read only what was added since, on the loop.
+    for attempts_on_the_loop, thread_hops in ((1, 1), (1, 0), (1, 0)):
+        record = running(session.session_id)
+        statements.clear()
+        before = hops.count
+        history = await store.begin_turn(record)
+        assert hops.count == before + thread_hops
+        assert statements.count("BEGIN IMMEDIATE") == attempts_on_the_loop + thread_hops
+        assert await store.finish_turn(completed(record), [])
+        assert len(history.messages) == 2
+    await store.close()
+
+
+async def test_a_large_history_the_store_does_not_keep_begins_its_next_turns_in_a_thread_at_once(
+    tmp_path: Path, statements: list[str], hops: Hops
+) -> None:
+    store = await SqliteStore.open(tmp_path)
+    store._histories = HistoryCache(chars=LOOP_WRITE_MAX_CHARS)  # pyright: ignore[reportPrivateUsage]
     session = await store.create_session(title="t", metadata={})
     first = running(session.session_id)
     await store.begin_turn(first)
