@@ -72,6 +72,7 @@ def scripts(rounds_given: int | None, warmup_given: int | None) -> list[tuple[st
         ("tracing_cost.py", [*rounds, *warmup]),
         ("http_load.py", [*rounds, *warmup]),
         ("loop_lag.py", [*rounds, *warmup]),
+        ("long_session.py", []),
     ]
 
 

@@ -208,6 +208,12 @@ HTTP_LOAD_LABELS = [
     "failures: 0 of 3",
     *MACHINE_LABELS,
 ]
+LONG_SESSION_LABELS = [
+    "turns 1-2: ",
+    "turns 3-4: ",
+    "last block / first block: ",
+    *MACHINE_LABELS,
+]
 LOOP_LAG_LABELS = [
     "event-loop lag (1 ms ticker)",
     "lag, plain turns:",
@@ -243,6 +249,7 @@ TINY: dict[str, tuple[list[str], list[str]]] = {
         HTTP_LOAD_LABELS,
     ),
     "loop_lag.py": ([*ONE_ROUND, "--turns", "2", "--hostile-kb", "64"], LOOP_LAG_LABELS),
+    "long_session.py": (["--turns", "4", "--block", "2"], LONG_SESSION_LABELS),
 }
 
 

@@ -4,10 +4,11 @@ A turn begins by reading its session's live history; without this, a session of 
 costs tens of milliseconds of JSON and pydantic work per turn, for messages that never change. Stored
 messages are immutable and only two things change a session's live set: appends (at increasing `seq`) and
 compactions, which archive a prefix (`seq <= n`) and set the summary. So a remembered history is still right
-when the summary is the same and the first live message is the one it starts with; the store then reads only
-the live rows after the last one remembered (an empty history is not remembered: it costs nothing to read).
-Another process's appends and compactions are caught the same way, inside the store's own read (one
-transaction), so a remembered history is never trusted without that check.
+when the summary is the same and the live rows up to its last `seq` are as many as it holds, starting at its
+first (a count also catches rows removed behind the store's back: a restored backup, a hand edit); the store
+then reads only the live rows after it. An empty history is not remembered: it costs nothing to read. Another
+process's appends and compactions are caught the same way, inside the store's own read (one transaction), so
+a remembered history is never trusted without that check.
 
 Bounded: at most `SESSIONS_KEPT` sessions and `CHARS_KEPT` characters of stored JSON in all (a history larger
 than that is not kept at all); the least recently used go first. Not thread-safe: each store calls it while
@@ -50,13 +51,19 @@ class HistoryCache:
         self._kept: dict[str, _Kept] = {}  # insertion order: the least recently used first
         self._chars = 0
 
-    def resume(self, session_id: str, *, summary: str | None, first_live: int | None) -> Resume:
-        """Where the read of the live rows starts, given the store's summary and first live `seq` now: after
-        the remembered history when it still holds, else from the start."""
+    def remembered_through(self, session_id: str) -> int:
+        """The last `seq` of the session's remembered history (0: none), for the store's `live_prefix`."""
         kept = self._kept.get(session_id)
-        if kept is None or kept.summary != summary or not kept.messages:
+        return kept.last_seq if kept is not None else 0
+
+    def resume(self, session_id: str, *, summary: str | None, live_prefix: tuple[int | None, int]) -> Resume:
+        """Where the read of the live rows starts, given the store's summary now and `live_prefix`: the first
+        live `seq` and the number of live rows up to `remembered_through`. After the remembered history when
+        it still holds, else from the start."""
+        kept = self._kept.get(session_id)
+        if kept is None or kept.summary != summary:
             return _FROM_START
-        if first_live != kept.messages[0].seq:
+        if live_prefix != (kept.messages[0].seq, len(kept.messages)):
             return _FROM_START
         return Resume(after=kept.last_seq, older=kept)
 

@@ -286,12 +286,15 @@ def stored_messages(
     ]
 
 
-def first_live_seq(conn: sqlite3.Connection, session_id: str) -> int | None:
-    """The `seq` of the session's first live (not archived) message; None when there is none."""
+def live_prefix(conn: sqlite3.Connection, session_id: str, through: int) -> tuple[int | None, int]:
+    """The `seq` of the session's first live (not archived) message (None: none), and how many live messages
+    it has up to `through`."""
     row = conn.execute(
-        "SELECT min(seq) FROM messages INDEXED BY messages_live WHERE session_id = ? AND archived = 0", (session_id,)
+        "SELECT min(seq), count(*) FROM messages INDEXED BY messages_live"
+        " WHERE session_id = ? AND archived = 0 AND seq <= ?",
+        (session_id, through),
     ).fetchone()
-    return row[0]
+    return row[0], row[1]
 
 
 def live_messages(

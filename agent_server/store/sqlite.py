@@ -46,11 +46,11 @@ from agent_server.store._sqlite_db import (
     checkpoint,
     connect,
     dump,
-    first_live_seq,
     get_session,
     head_seq,
     interrupt_dead_owners,
     live_messages,
+    live_prefix,
     migrate,
     require_session,
     session_info,
@@ -601,7 +601,9 @@ def _history(
         cache.forget(session_id)
         raise SessionNotFound(session_id)
     summary: str | None = row[0]
-    resume = cache.resume(session_id, summary=summary, first_live=first_live_seq(conn, session_id))
+    through = cache.remembered_through(session_id)
+    prefix = live_prefix(conn, session_id, through) if through else (None, 0)
+    resume = cache.resume(session_id, summary=summary, live_prefix=prefix)
     if max_chars is not None:
         max_chars -= 0 if resume.after else len(summary or "")
         if max_chars < 0:

@@ -4,6 +4,7 @@ since, and what another process appended or compacted is never missed."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -100,21 +101,34 @@ def _stored(seq: int, chars: int = 10) -> tuple[StoredMessage, int]:
 def test_the_cache_is_bounded_by_sessions_and_characters() -> None:
     cache = HistoryCache(sessions=2, chars=100)
     for session in ("a", "b", "c"):
-        cache.history(session, None, cache.resume(session, summary=None, first_live=1), [_stored(1)])
+        cache.history(session, None, cache.resume(session, summary=None, live_prefix=(None, 0)), [_stored(1)])
     assert "a" not in cache and "b" in cache and "c" in cache  # the least recently used went
-    cache.history("big", None, cache.resume("big", summary=None, first_live=1), [_stored(1, chars=101)])
+    cache.history("big", None, cache.resume("big", summary=None, live_prefix=(None, 0)), [_stored(1, chars=101)])
     assert "big" not in cache  # larger than the whole budget: not kept
     kept = [_stored(seq, chars=30) for seq in (1, 2, 3)]
-    cache.history("d", None, cache.resume("d", summary=None, first_live=1), kept)
+    cache.history("d", None, cache.resume("d", summary=None, live_prefix=(None, 0)), kept)
     assert "d" in cache and "c" in cache and "b" not in cache  # 100 of 100 characters, two sessions
-    cache.history("e", None, cache.resume("e", summary=None, first_live=1), [_stored(1, chars=20)])
+    cache.history("e", None, cache.resume("e", summary=None, live_prefix=(None, 0)), [_stored(1, chars=20)])
     assert "e" in cache and "c" not in cache and "d" not in cache  # 120 characters: the oldest went until 20
 
 
 def test_a_remembered_history_holds_only_while_its_first_message_and_summary_do() -> None:
     cache = HistoryCache()
-    cache.history("s", None, cache.resume("s", summary=None, first_live=1), [_stored(1), _stored(2)])
-    assert cache.resume("s", summary=None, first_live=1).after == 2
-    assert cache.resume("s", summary=None, first_live=2).after == 0  # message 1 was archived
-    assert cache.resume("s", summary="new", first_live=1).after == 0  # a compaction set a summary
-    assert cache.resume("t", summary=None, first_live=1).after == 0  # never seen
+    cache.history("s", None, cache.resume("s", summary=None, live_prefix=(None, 0)), [_stored(1), _stored(2)])
+    assert cache.resume("s", summary=None, live_prefix=(1, 2)).after == 2
+    assert cache.resume("s", summary=None, live_prefix=(2, 1)).after == 0  # message 1 was archived
+    assert cache.resume("s", summary=None, live_prefix=(1, 1)).after == 0  # a row went behind the store's back
+    assert cache.resume("s", summary="new", live_prefix=(1, 2)).after == 0  # a compaction set a summary
+    assert cache.resume("t", summary=None, live_prefix=(None, 0)).after == 0  # never seen
+
+
+async def test_messages_removed_behind_the_stores_back_are_not_served_from_memory(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path)
+    session = await store.create_session(title="t", metadata={})
+    for prompt in ("a", "b", "c"):
+        await _begin_and_finish(store, session.session_id, prompt)  # the store holds a, b parsed
+    with sqlite3.connect(tmp_path / "state.db") as conn:  # a hand edit: the second turn's rows go
+        conn.execute("DELETE FROM messages WHERE session_id = ? AND seq IN (3, 4)", (session.session_id,))
+    history = await store.load_history(session.session_id)
+    assert [m.message.text() for m in history.messages] == ["a", "answer to a", "c", "answer to c"]
+    await store.close()
