@@ -289,10 +289,26 @@ FINISH_WRITES: LiteralString = (
 """`finish_turn`'s writes in one statement: the final record, the messages after `head`, the session touched
 (and titled), and the NOTIFY that wakes `wait_ended` (sent at commit)."""
 
-LIVE_MESSAGES: LiteralString = (
-    "SELECT seq, turn_id, message, archived FROM messages WHERE session_id = %s AND seq > 0 AND NOT archived"
-    " ORDER BY seq"
+LIVE_AFTER: LiteralString = (
+    "SELECT p.first, p.n, m.seq, m.turn_id, m.message FROM"
+    " (SELECT min(seq) AS first, count(*) AS n FROM messages"
+    " WHERE session_id = %(session)s AND NOT archived AND seq <= %(through)s) p"
+    " LEFT JOIN messages m ON m.session_id = %(session)s AND NOT m.archived AND m.seq > %(through)s"
+    " ORDER BY m.seq"
 )
+"""The live messages after `through` and, in the same snapshot, the first live `seq` and the number of live
+messages up to `through` (the check of a remembered history: `_history_cache`); one row at least."""
+
+
+def live_after(rows: list[tuple[Any, ...]]) -> tuple[tuple[int | None, int], list[tuple[StoredMessage, int]]]:
+    """`LIVE_AFTER`'s rows: the check, and each message after `through` with the length of its stored JSON."""
+    check = (rows[0][0], rows[0][1])
+    messages = [
+        (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), len(message))
+        for _, _, seq, turn_id, message in rows
+        if seq is not None
+    ]
+    return check, messages
 
 
 def stored_rows(rows: list[tuple[Any, ...]]) -> list[tuple[StoredMessage, bool]]:

@@ -64,6 +64,7 @@ from agent_server.errors import (
 from agent_server.redaction import redact_url
 from agent_server.store import _common as common
 from agent_server.store import _pg_db as db
+from agent_server.store._history_cache import HistoryCache, Resume
 from agent_server.store._pg_db import Conn
 from agent_server.store.base import MAX_PENDING_LISTED, SharedTask
 from agent_server.types import (
@@ -223,6 +224,8 @@ class PostgresStore:
         self._locks = _SharedLocks(url)
         self._shared_held: set[str] = set()
         """Sessions whose lock this store takes or holds on the shared lock connection."""
+        self._histories = HistoryCache()
+        """The parsed live histories of recently begun sessions (`begin_turn` only)."""
 
     @classmethod
     async def open(cls, url: str) -> PostgresStore:
@@ -333,6 +336,7 @@ class PostgresStore:
             tables = ("messages", "turns", "compactions", "approvals", "tasks", "questions", "turn_leases", "sessions")
             for table in tables:
                 await conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
+            self._histories.forget(session_id)
 
         await self._run(run)
 
@@ -366,6 +370,20 @@ class PostgresStore:
 
         return await self._run(run)
 
+    async def _history_after(
+        self, conn: Conn, session_id: str, summary: str | None, through: int, rows: list[tuple[Any, ...]]
+    ) -> SessionHistory:
+        """The live history from `LIVE_AFTER`'s rows, read after the session's row was locked (every writer of
+        its messages locks it first, so the summary and the rows agree); a whole read when what this store
+        remembers no longer holds."""
+        check, after = db.live_after(rows)
+        resume = self._histories.resume(session_id, summary=summary, live_prefix=check if through else (None, 0))
+        if resume.after != through:  # changed since: read the whole live history
+            whole = await conn.execute(db.LIVE_AFTER, {"session": session_id, "through": 0})
+            _, after = db.live_after(await whole.fetchall())
+            resume = Resume(after=0)
+        return self._histories.history(session_id, summary, resume, after)
+
     # --- turns --------------------------------------------------------------------------
 
     async def begin_turn(self, record: TurnRecord, *, stored: bool = False) -> SessionHistory:
@@ -377,17 +395,17 @@ class PostgresStore:
         session_id = record.session_id
 
         async def run(conn: Conn) -> SessionHistory:
+            through = self._histories.remembered_through(session_id)
             checks = await conn.execute(db.WRITE_LOCK_BEGIN, {"me": self.owner_key, "session": session_id})
-            messages = await conn.execute(db.LIVE_MESSAGES, (session_id,))
+            messages = await conn.execute(db.LIVE_AFTER, {"session": session_id, "through": through})
             row = await checks.fetchone()
             if row is None:
+                self._histories.forget(session_id)
                 raise SessionNotFound(session_id)
             summary, epoch, other_owners = row
             if not self._fenced_ok(session_id, epoch):
                 raise TurnLockLost(session_id)
-            history = SessionHistory(
-                summary=summary, messages=[m for m, _ in db.stored_rows(await messages.fetchall())]
-            )
+            history = await self._history_after(conn, session_id, summary, through, await messages.fetchall())
             if other_owners:  # some other replica's turn runs: is that replica alive?
                 await db.interrupt_dead_owners(conn, self.owner_key, session_id)
             if stored:  # its own record, stored before it began, moves last (see `base`)

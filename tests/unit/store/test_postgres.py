@@ -340,3 +340,44 @@ async def test_a_shared_lock_connection_busy_with_many_turns_statements_is_not_t
                 for i in range(500):
                     tg.start_soon(churn, i)
         # leaving the block raised no TurnLockLost: the long turn's lock was never lost
+
+
+async def _begin_and_finish(store: PostgresStore, session_id: str, prompt: str) -> list[str]:
+    """One turn adding two messages; the texts of the history it began from."""
+    record = running(session_id, prompt=prompt)
+    async with store.hold_turn(session_id) as held:
+        assert held
+        history = await store.begin_turn(record)
+        assert await store.finish_turn(completed(record), exchange(prompt, f"answer to {prompt}"))
+    return [m.message.text() for m in history.messages]
+
+
+async def test_a_turn_parses_only_the_messages_another_replica_or_it_added_since(
+    store: PostgresStore, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = await PostgresStore.open(url)
+    session = await store.create_session(title="t", metadata={})
+    for n in range(5):
+        await _begin_and_finish(store, session.session_id, f"q{n}")
+    await _begin_and_finish(other, session.session_id, "theirs")
+    parsed: list[str] = []
+    loads = _pg_db.json.loads
+    monkeypatch.setattr(_pg_db.json, "loads", lambda text: parsed.append(text) or loads(text))
+    texts_then = await _begin_and_finish(store, session.session_id, "last")
+    assert texts_then[-4:] == ["q4", "answer to q4", "theirs", "answer to theirs"]
+    assert len(texts_then) == 12
+    assert len(parsed) == 4  # its own last turn's two and the other replica's two, not all twelve
+    await other.close()
+
+
+async def test_a_compaction_by_another_replica_is_seen_at_the_next_turn(store: PostgresStore, url: str) -> None:
+    other = await PostgresStore.open(url)
+    session = await store.create_session(title="t", metadata={})
+    for prompt in ("a", "b", "c"):
+        await _begin_and_finish(store, session.session_id, prompt)  # the store holds a, b parsed
+    await other.save_compaction(session.session_id, compaction("S"), archive_through_seq=2, live_from_seq=3)
+    async with store.hold_turn(session.session_id):
+        history = await store.begin_turn(running(session.session_id))
+    assert history.summary == "S"
+    assert [m.message.text() for m in history.messages] == ["b", "answer to b", "c", "answer to c"]
+    await other.close()
