@@ -7,12 +7,14 @@ compactions, which archive a prefix (`seq <= n`) and set the summary. So a remem
 when the summary is the same and the live rows up to its last `seq` are as many as it holds, starting at its
 first (a count also catches rows removed behind the store's back: a restored backup, a hand edit); the store
 then reads only the live rows after it. An empty history is not remembered: it costs nothing to read. Another
-process's appends and compactions are caught the same way, inside the store's own read (one transaction), so
-a remembered history is never trusted without that check.
+process's appends and compactions are caught the same way, inside the store's own read (SQLite: one
+transaction; PostgreSQL: one statement after the session's row is locked), so a remembered history is never
+trusted without that check.
 
 Bounded: at most `SESSIONS_KEPT` sessions and `CHARS_KEPT` characters of stored JSON in all (a history larger
 than that is not kept at all); the least recently used go first. Not thread-safe: each store calls it while
-it holds its own connection (SQLite's `_lock`).
+it holds its own connection (SQLite's `_lock`; PostgreSQL runs on one event loop, and checks that the
+remembered history it read after is still the one it started from: `Resume.after`).
 """
 
 from __future__ import annotations
