@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 
 from pydantic import BaseModel
 
 from agent_server.errors import INTERRUPTED, InvalidArgument, StoreError
-from agent_server.types import ErrorInfo, TurnRecord, title_from, utc_now
+from agent_server.types import ErrorInfo, Message, StoredMessage, TurnRecord, title_from, utc_now
 
 INTERRUPTED_MESSAGE = "the server process running this turn exited before it finished"
 
@@ -70,3 +71,8 @@ def dump(model: BaseModel) -> str:
         # pydantic-core reports text UTF-8 cannot hold (a lone surrogate) inside its own error's message
         what = "encode" if "UnicodeEncodeError" in str(exc) else "serialise"
         raise StoreError(f"session store: cannot {what} the {type(model).__name__}: {exc}") from exc
+
+
+def stored_message(seq: int, turn_id: str | None, text: str) -> StoredMessage:
+    """A history message from its stored row (its JSON parsed and validated)."""
+    return StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(text)))

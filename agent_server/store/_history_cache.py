@@ -44,7 +44,8 @@ class Resume:
     older: _Kept | None = None
 
 
-_FROM_START = Resume(after=0)
+FROM_START = Resume(after=0)
+"""Read every live row: nothing remembered holds."""
 
 
 class HistoryCache:
@@ -64,9 +65,9 @@ class HistoryCache:
         it still holds, else from the start."""
         kept = self._kept.get(session_id)
         if kept is None or kept.summary != summary:
-            return _FROM_START
+            return FROM_START
         if live_prefix != (kept.messages[0].seq, len(kept.messages)):
-            return _FROM_START
+            return FROM_START
         return Resume(after=kept.last_seq, older=kept)
 
     def history(

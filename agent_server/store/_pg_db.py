@@ -13,7 +13,7 @@ from psycopg import AsyncConnection
 
 from agent_server.errors import SessionNotFound, StoreError, TurnNotFound
 from agent_server.store import _common as common
-from agent_server.types import UNTITLED, Message, SessionInfo, StoredMessage, TurnRecord, utc_now
+from agent_server.types import UNTITLED, SessionInfo, StoredMessage, TurnRecord, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -304,18 +304,13 @@ def live_after(rows: list[tuple[Any, ...]]) -> tuple[tuple[int | None, int], lis
     """`LIVE_AFTER`'s rows: the check, and each message after `through` with the length of its stored JSON."""
     check = (rows[0][0], rows[0][1])
     messages = [
-        (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), len(message))
-        for _, _, seq, turn_id, message in rows
-        if seq is not None
+        (common.stored_message(seq, turn_id, text), len(text)) for _, _, seq, turn_id, text in rows if seq is not None
     ]
     return check, messages
 
 
 def stored_rows(rows: list[tuple[Any, ...]]) -> list[tuple[StoredMessage, bool]]:
-    return [
-        (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), archived)
-        for seq, turn_id, message, archived in rows
-    ]
+    return [(common.stored_message(seq, turn_id, text), archived) for seq, turn_id, text, archived in rows]
 
 
 # --- queries shared by the store's methods --------------------------------------------

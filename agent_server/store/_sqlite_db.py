@@ -15,7 +15,7 @@ from agent_server.store import _common as common
 from agent_server.store._common import dump
 from agent_server.store._loop_writes import HistoryTooLarge
 from agent_server.store._owners import dead_owner, known_owners
-from agent_server.types import UNTITLED, Message, SessionInfo, StoredMessage, TurnRecord, utc_now
+from agent_server.types import UNTITLED, SessionInfo, StoredMessage, TurnRecord, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -257,33 +257,14 @@ def touch(conn: sqlite3.Connection, session_id: str, *, title: str | None = None
 
 
 def stored_messages(
-    conn: sqlite3.Connection,
-    session_id: str,
-    *,
-    live_only: bool = False,
-    after: int = 0,
-    limit: int = -1,
-    max_chars: int | None = None,
+    conn: sqlite3.Connection, session_id: str, *, after: int = 0, limit: int = -1
 ) -> list[tuple[StoredMessage, bool]]:
-    """The session's messages by seq (after `after`, at most `limit`); `live_only` skips archived ones in SQL.
-
-    Raises:
-        HistoryTooLarge: `max_chars` is given and the messages' JSON is longer (counted before any is parsed).
-    """
-    # INDEXED BY: the planner would take the primary key (same prefix) without statistics, and walk every
-    # archived row; `messages_live` holds the live ones only.
-    source, live = ("messages INDEXED BY messages_live", " AND archived = 0") if live_only else ("messages", "")
+    """The session's messages by seq (after `after`, at most `limit`), archived ones included, with the flag."""
     rows = conn.execute(
-        f"SELECT seq, turn_id, message, archived FROM {source} WHERE session_id = ? AND seq > ?{live}"
-        " ORDER BY seq LIMIT ?",
+        "SELECT seq, turn_id, message, archived FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         (session_id, after, limit),
     )
-    if max_chars is not None:
-        rows = _within(rows, max_chars)
-    return [
-        (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), bool(archived))
-        for seq, turn_id, message, archived in rows
-    ]
+    return [(common.stored_message(seq, turn_id, text), bool(archived)) for seq, turn_id, text, archived in rows]
 
 
 def live_prefix(conn: sqlite3.Connection, session_id: str, through: int) -> tuple[int | None, int]:
@@ -305,21 +286,20 @@ def live_messages(
     Raises:
         HistoryTooLarge: `max_chars` is given and the messages' JSON is longer (counted before any is parsed).
     """
-    rows: Iterable[tuple[int, str | None, str, int]] = conn.execute(
-        "SELECT seq, turn_id, message, 0 FROM messages INDEXED BY messages_live"
+    # INDEXED BY: the planner would take the primary key (same prefix) without statistics, and walk every
+    # archived row; `messages_live` holds the live ones only.
+    rows: Iterable[tuple[int, str | None, str]] = conn.execute(
+        "SELECT seq, turn_id, message FROM messages INDEXED BY messages_live"
         " WHERE session_id = ? AND seq > ? AND archived = 0 ORDER BY seq",
         (session_id, after),
     )
     if max_chars is not None:
         rows = _within(rows, max_chars)
-    return [
-        (StoredMessage(seq=seq, turn_id=turn_id, message=Message.model_validate(json.loads(message))), len(message))
-        for seq, turn_id, message, _ in rows
-    ]
+    return [(common.stored_message(seq, turn_id, text), len(text)) for seq, turn_id, text in rows]
 
 
-def _within(rows: Iterable[tuple[int, str | None, str, int]], max_chars: int) -> list[tuple[int, str | None, str, int]]:
-    kept: list[tuple[int, str | None, str, int]] = []
+def _within(rows: Iterable[tuple[int, str | None, str]], max_chars: int) -> list[tuple[int, str | None, str]]:
+    kept: list[tuple[int, str | None, str]] = []
     for row in rows:
         max_chars -= len(row[2])
         if max_chars < 0:

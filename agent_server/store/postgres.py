@@ -64,7 +64,7 @@ from agent_server.errors import (
 from agent_server.redaction import redact_url
 from agent_server.store import _common as common
 from agent_server.store import _pg_db as db
-from agent_server.store._history_cache import HistoryCache, Resume
+from agent_server.store._history_cache import FROM_START, HistoryCache
 from agent_server.store._pg_db import Conn
 from agent_server.store.base import MAX_PENDING_LISTED, SharedTask
 from agent_server.types import (
@@ -377,11 +377,11 @@ class PostgresStore:
         its messages locks it first, so the summary and the rows agree); a whole read when what this store
         remembers no longer holds."""
         check, after = db.live_after(rows)
-        resume = self._histories.resume(session_id, summary=summary, live_prefix=check if through else (None, 0))
+        resume = self._histories.resume(session_id, summary=summary, live_prefix=check)
         if resume.after != through:  # changed since: read the whole live history
             whole = await conn.execute(db.LIVE_AFTER, {"session": session_id, "through": 0})
             _, after = db.live_after(await whole.fetchall())
-            resume = Resume(after=0)
+            resume = FROM_START
         return self._histories.history(session_id, summary, resume, after)
 
     # --- turns --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent_server.store import _sqlite_db
+from agent_server.store import _common
 from agent_server.store._history_cache import HistoryCache
 from agent_server.store.sqlite import SqliteStore
 from agent_server.types import Message, StoredMessage
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 
 class _CountingJson:
-    """`json` as `_sqlite_db` uses it, counting the stored messages it parses."""
+    """`json` as `_common` uses it (the parse of every stored message), counting the messages it parses."""
 
     def __init__(self) -> None:
         self.parsed = 0
@@ -49,7 +49,7 @@ async def test_a_turn_parses_only_the_messages_added_since_the_last_one_began(
     for n in range(20):
         await _begin_and_finish(store, session.session_id, f"q{n}")
     counting = _CountingJson()
-    monkeypatch.setattr(_sqlite_db, "json", counting)
+    monkeypatch.setattr(_common, "json", counting)
     texts = await _begin_and_finish(store, session.session_id, "last")
     assert len(texts) == 40
     assert texts[-2:] == ["q19", "answer to q19"]

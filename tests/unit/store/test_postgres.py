@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from agent_server.errors import StoreError, TurnLockLost
-from agent_server.store import _pg_db, postgres
+from agent_server.store import _common, _pg_db, postgres
 from agent_server.store.base import SharedTask
 from agent_server.store.postgres import PostgresStore
 from tests.pg import fresh_schema
@@ -361,8 +361,8 @@ async def test_a_turn_parses_only_the_messages_another_replica_or_it_added_since
         await _begin_and_finish(store, session.session_id, f"q{n}")
     await _begin_and_finish(other, session.session_id, "theirs")
     parsed: list[str] = []
-    loads = _pg_db.json.loads
-    monkeypatch.setattr(_pg_db.json, "loads", lambda text: parsed.append(text) or loads(text))
+    loads = _common.json.loads
+    monkeypatch.setattr(_common.json, "loads", lambda text: parsed.append(text) or loads(text))
     texts_then = await _begin_and_finish(store, session.session_id, "last")
     assert texts_then[-4:] == ["q4", "answer to q4", "theirs", "answer to theirs"]
     assert len(texts_then) == 12
