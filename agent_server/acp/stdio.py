@@ -57,11 +57,12 @@ async def _listen(agent: AcpAgent) -> None:
         # The library routes only the methods the agent has (the others answer "method not found").
         wire = NdjsonWire(reader, writer)
         conn = AgentSideConnection(cast(Agent, agent), wire, listening=False, use_unstable_protocol=True)
-        try:
-            await conn.listen()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await conn.close()
+        async with writer.batching():  # a turn's updates of one moment are one write
+            try:
+                await conn.listen()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await conn.close()
 
 
 async def _prepare(runtime: AgentRuntime) -> None:

@@ -26,8 +26,8 @@ import os
 import stat
 import sys
 from collections import deque
-from collections.abc import Generator
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, Generator
+from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import anyio.lowlevel
@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 GONE = (BrokenPipeError, ConnectionResetError)
 """What writing to a pipe or socket whose reader has gone raises."""
 _CHUNK = 256 * 1024
+MAX_QUEUED_BYTES = 1024 * 1024
+"""What `WireWriter.batching` lets wait for the wire before a sender waits too (a client that reads slowly)."""
 
 
 class LineReader:
@@ -106,28 +108,96 @@ class WireWriter:
     """Whole messages to the wire (the `write` and `flush` of `anyio.AsyncFile[str]` the MCP SDK's stdout writer
     calls); see the module docstring."""
 
-    def __init__(self, fd: int, *, reader: LineReader | None = None) -> None:
+    def __init__(self, fd: int, *, reader: LineReader | None = None, max_queued: int = MAX_QUEUED_BYTES) -> None:
         self._fd = fd
         self._reader = reader
         self._nonblocking = not os.get_blocking(fd)  # `claim_stdio` made it so where that touches nothing else
         self._lock = anyio.Lock(fast_acquire=True)
+        self._max_queued = max_queued
+        self._queued: list[bytes] = []
+        self._queued_bytes = 0
+        self._batching = False
+        """Messages are queued: a writer task (`batching`) runs."""
+        self._draining = False
+        """The batch has ended: the writer task writes what is queued and ends."""
+        self._wake = anyio.Event()
+        """Set when a message is queued or the batch ends (only the writer task waits on it)."""
+        self._room = anyio.Event()
+        """Set (and replaced) when the queue is emptied: senders waiting on a full queue look again."""
         self.closed = False
         """The client closed its end: nothing more is written."""
 
     async def write(self, text: str) -> None:
-        data = memoryview(text.encode("utf-8"))
+        """Write one whole message. Inside `batching()` it is queued instead (waiting only while `max_queued` bytes
+        wait already) and written, with whatever else was queued by then, once the loop gets round to it."""
+        data = text.encode("utf-8")
+        if not self._batching:
+            await self._write_whole(data)
+            await anyio.lowlevel.checkpoint()
+            return
+        while self._queued_bytes >= self._max_queued and self._batching and not self.closed:
+            await self._room.wait()
+        if not self._batching:  # the writer task ended (cancelled) while this one waited for room
+            await self._write_whole(data)
+            return
+        if not self.closed:
+            self._queued.append(data)
+            self._queued_bytes += len(data)
+            self._wake.set()
+
+    @asynccontextmanager
+    async def batching(self) -> AsyncGenerator[None]:
+        """While the block runs, messages written are gathered and written together: messages sent at one moment
+        (a turn's events, a burst of answers) cost one system call, and a sender does not wait for the write. At
+        the end of the block what is queued is written; a cancelled block drops it."""
+        async with anyio.create_task_group() as tg:
+            self._batching = True
+            tg.start_soon(self._write_queued)
+            try:
+                yield
+            finally:
+                self._draining = True
+                self._wake.set()
+
+    async def flush(self) -> None:
+        """Nothing is buffered outside `batching()`, and inside it the writer task writes the queue."""
+
+    async def _write_queued(self) -> None:
+        """The writer task of `batching`: everything queued, in one write, until the batch ends."""
+        try:
+            while True:
+                if not self._queued:
+                    if self._draining:
+                        return
+                    await self._wake.wait()
+                    self._wake = anyio.Event()  # only this task waits on it
+                    continue
+                data = b"".join(self._queued)
+                self._drop_queue()
+                await self._write_whole(data)
+        finally:
+            self._batching = self._draining = False
+            self._drop_queue()
+
+    def _drop_queue(self) -> None:
+        self._queued.clear()
+        self._queued_bytes = 0
+        room, self._room = self._room, anyio.Event()
+        room.set()  # the senders waiting for room look again
+
+    async def _write_whole(self, data: bytes) -> None:
+        view = memoryview(data)
         async with self._lock:
-            while data and not self.closed:
+            while view and not self.closed:
                 try:
-                    written = await self._write(data)
+                    written = await self._write(view)
                 except BlockingIOError:
                     await anyio.wait_writable(self._fd)
                     continue
                 except GONE as exc:
                     self._client_gone(exc)
                     break
-                data = data[written:]
-        await anyio.lowlevel.checkpoint()
+                view = view[written:]
 
     async def _write(self, data: memoryview) -> int:
         if self._nonblocking:
@@ -136,12 +206,10 @@ class WireWriter:
 
     def _client_gone(self, exc: OSError) -> None:
         self.closed = True
+        self._drop_queue()
         logger.info("the client closed the connection (%s): shutting down as at end of input", exc.strerror)
         if self._reader is not None:
             self._reader.end()
-
-    async def flush(self) -> None:
-        """Nothing is buffered."""
 
 
 @contextmanager

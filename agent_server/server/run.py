@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 import anyio
 
@@ -14,6 +14,9 @@ from agent_server.settings import Settings
 
 if TYPE_CHECKING:
     from mcp.server import Server
+    from mcp.shared.message import SessionMessage
+
+    from agent_server.doors.stdio import WireWriter
 
 Lifespan = Callable[[Any], AbstractAsyncContextManager[Any]]
 
@@ -45,16 +48,41 @@ async def serve_stdio(settings: Settings) -> None:
 @asynccontextmanager
 async def _stdio() -> AsyncGenerator[Any]:
     """The SDK's stdio transport over the wire `doors.stdio` guards (bounded lines in, read and written on the
-    event loop)."""
+    event loop), with its write side replaced by `_WireMessages`."""
     from mcp.server.stdio import stdio_server
 
     from agent_server.doors.stdio import claim_stdio
 
     with claim_stdio() as (reader, writer):
-        async with stdio_server(
-            stdin=cast("anyio.AsyncFile[str]", reader), stdout=cast("anyio.AsyncFile[str]", writer)
-        ) as streams:
-            yield streams
+        stdin, stdout = cast("anyio.AsyncFile[str]", reader), cast("anyio.AsyncFile[str]", writer)
+        async with writer.batching(), stdio_server(stdin=stdin, stdout=stdout) as (read, sdk_write):
+            await sdk_write.aclose()  # its writer task ends: nothing is sent through it
+            yield read, _WireMessages(writer)
+
+
+class _WireMessages:
+    """The server's write stream over stdio: each message serialised as the SDK's own stdout writer does and
+    handed to the wire's writer at once. The SDK's stream hands one message at a time to its writer task,
+    a task switch and a system call for every progress notification (about a third of a one-call turn's CPU
+    with a progress token, `bench/README.md`); batched, a turn's events of one moment are one write."""
+
+    def __init__(self, writer: WireWriter) -> None:
+        self._writer = writer
+        self._closed = False
+
+    async def send(self, item: SessionMessage, /) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError  # what the SDK's dispatcher expects of a closed transport
+        await self._writer.write(item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 def _signalling(lifespan: Lifespan, unwound: threading.Event) -> Lifespan:

@@ -158,3 +158,91 @@ async def test_a_client_gone_is_logged_once_and_ends_the_input(caplog: pytest.Lo
     assert writer.closed
     gone = [r for r in caplog.records if "the client closed the connection" in r.getMessage()]
     assert len(gone) == 1
+
+
+class CountingWrites:
+    """`os.write` as the writer calls it, counted for one descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.calls = 0
+        self._write = os.write
+
+    def __call__(self, fd: int, data: bytes | memoryview) -> int:
+        if fd == self.fd:
+            self.calls += 1
+        return self._write(fd, data)
+
+
+def read_now(fd: int) -> bytes:
+    """What the pipe holds right now (b"" when nothing)."""
+    try:
+        return os.read(fd, 1 << 20)
+    except BlockingIOError:
+        return b""
+
+
+async def test_messages_sent_at_one_moment_while_batching_are_one_write_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pipe() as (read_fd, write_fd):
+        os.set_blocking(write_fd, False)
+        os.set_blocking(read_fd, False)
+        writes = CountingWrites(write_fd)
+        monkeypatch.setattr(os, "write", writes)
+        writer = WireWriter(write_fd)
+        with anyio.fail_after(5):
+            async with writer.batching():
+                for n in range(3):
+                    await writer.write(f'{{"n": {n}}}\n')
+                assert read_now(read_fd) == b""  # the senders did not wait for the write
+                await anyio.wait_readable(read_fd)
+                assert read_now(read_fd) == b'{"n": 0}\n{"n": 1}\n{"n": 2}\n'
+                assert writes.calls == 1
+                await writer.write("last\n")  # queued as the block ends: written before it returns
+        assert read_now(read_fd) == b"last\n"
+        assert writes.calls == 2
+
+
+async def test_a_full_queue_makes_the_sender_wait_until_the_reader_takes_what_is_queued() -> None:
+    with pipe() as (read_fd, write_fd):
+        os.set_blocking(write_fd, False)
+        writer = WireWriter(write_fd, max_queued=1000)
+        big = "x" * 200_000 + "\n"  # more than the pipe holds: the writer task waits for the reader
+        sent: list[str] = []
+
+        async def send(text: str) -> None:
+            await writer.write(text)
+            sent.append(text[0])
+
+        received = bytearray()
+
+        def drain() -> None:
+            while received.count(b"\n") < 3:
+                received.extend(os.read(read_fd, 65536))
+
+        with anyio.fail_after(10):
+            async with writer.batching(), anyio.create_task_group() as tg:
+                await send(big)
+                await send("y" * 2000 + "\n")  # queued while the first one waits for the pipe: the queue is full
+                tg.start_soon(send, "z\n")
+                await anyio.wait_all_tasks_blocked()
+                assert sent == ["x", "y"]  # the third sender waits: the queue does not grow past its bound
+                await anyio.to_thread.run_sync(drain)
+        assert sent == ["x", "y", "z"]
+        assert received.decode() == big + "y" * 2000 + "\n" + "z\n"
+
+
+async def test_a_client_gone_while_batching_drops_the_queue_and_later_writes(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="agent_server.doors.stdio")
+    with pipe() as (in_read, _in_write), pipe() as (out_read, out_write):
+        os.close(out_read)
+        reader = LineReader(in_read)
+        writer = WireWriter(out_write, reader=reader)
+        with anyio.fail_after(5):
+            async with writer.batching():
+                await writer.write('{"jsonrpc": "2.0"}\n')
+                assert await read_all(reader) == []  # the writer task found the client gone and ended the input
+                await writer.write('{"jsonrpc": "2.0"}\n')  # dropped
+    assert writer.closed
+    assert len([r for r in caplog.records if "the client closed the connection" in r.getMessage()]) == 1
