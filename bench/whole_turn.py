@@ -15,7 +15,10 @@ other users hits both alike. `--warmup` pairs first, unmeasured. The headline is
 all pairs (turn / echo); the median of the per-pair ratios is printed beside it, and the spread of the ratio of
 medians over `--blocks` consecutive blocks of pairs says how much a run of `rounds / blocks` pairs would swing.
 
-    python bench/whole_turn.py [--rounds 10000] [--warmup 50] [--blocks 10] [--json]
+    python bench/whole_turn.py [--rounds 10000] [--warmup 50] [--blocks 10] [--progress] [--json]
+
+`--progress` sends each `run_turn` with a progress token (the turn then streams its 10 events as progress
+notifications, as most hosts ask; the echo sends none either way): the cost of the events over stdio.
 
 `--rounds` is the number of measured pairs (the name `run_all.py` passes to every script). `--pid-file PATH`
 writes the agent-server process id to PATH once it is up, for a sampling profiler to attach to (how the profile
@@ -64,14 +67,18 @@ def check_turn(result: dict[str, Any]) -> None:
         raise RuntimeError(f"turn ended {record['status']} after {len(rounds)} tool rounds, expected 1")
 
 
-async def timed_turn(agent: RpcServer) -> float:
-    """Seconds for one run_turn with one tool round in a fresh session (created untimed), no progress token."""
+async def timed_turn(agent: RpcServer, *, progress: bool = False) -> float:
+    """Seconds for one run_turn with one tool round in a fresh session (created untimed); with `progress`, the
+    call carries a progress token and its notifications are counted."""
     session = await agent.call_tool("session_create", {"title": "bench whole turn"})
     args = {**TURN_ARGS, "session_id": session["structuredContent"]["session_id"]}
+    notes: list[dict[str, Any]] = []
     start = time.perf_counter()
-    result = await agent.call_tool("run_turn", args)
+    result = await agent.call_tool("run_turn", args, on_progress=notes.append if progress else None)
     elapsed = time.perf_counter() - start
     check_turn(result)
+    if progress and not notes:
+        raise RuntimeError("a run_turn with a progress token got no progress notification")
     return elapsed
 
 
@@ -89,7 +96,7 @@ def block_ratios(turns: list[float], echoes: list[float], blocks: int) -> list[f
     return [round(statistics.median(turns[a:b]) / statistics.median(echoes[a:b]), 3) for a, b in bounds]
 
 
-async def run(rounds: int, warmup: int, blocks: int, pid_file: Path | None) -> dict[str, Any]:
+async def run(rounds: int, warmup: int, blocks: int, pid_file: Path | None, progress: bool = False) -> dict[str, Any]:
     info = machine()
     turns: list[float] = []
     echoes: list[float] = []
@@ -109,17 +116,18 @@ async def run(rounds: int, warmup: int, blocks: int, pid_file: Path | None) -> d
                 await anyio.Path(pid_file).write_text(f"{agent.pid}\n", encoding="utf-8")
             for i in range(warmup + rounds):
                 if i % 2 == 0:
-                    turn, echo = await timed_turn(agent), await timed_echo(baseline)
+                    turn, echo = await timed_turn(agent, progress=progress), await timed_echo(baseline)
                 else:
-                    echo, turn = await timed_echo(baseline), await timed_turn(agent)
+                    echo, turn = await timed_echo(baseline), await timed_turn(agent, progress=progress)
                 if i >= warmup:
                     turns.append(turn)
                     echoes.append(echo)
     turn_median, echo_median = statistics.median(turns), statistics.median(echoes)
     spread = block_ratios(turns, echoes, blocks)
     return {
-        "measure": "a whole run_turn with one no-op tool round (no progress token) vs one bare SDK tools/call "
-        "echo round trip (stdio)",
+        "measure": f"a whole run_turn with one no-op tool round ({'with' if progress else 'no'} progress token) vs "
+        "one bare SDK tools/call echo round trip (stdio)",
+        "progress": progress,
         "pairs": rounds,
         "warmup": warmup,
         "order": "alternating AB/BA per pair; each turn in a fresh session created untimed",
@@ -166,11 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=50, help="unmeasured pairs first (default 50)")
     parser.add_argument("--blocks", type=int, default=10, help="blocks for the spread line (default 10)")
     parser.add_argument("--pid-file", type=Path, help="write the agent-server pid here (to attach a profiler)")
+    parser.add_argument("--progress", action="store_true", help="send run_turn with a progress token")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.warmup < 0 or args.blocks < 1:
         parser.error("need --rounds >= 1, --warmup >= 0 and --blocks >= 1")
-    result = anyio.run(run, args.rounds, args.warmup, args.blocks, args.pid_file)
+    result = anyio.run(run, args.rounds, args.warmup, args.blocks, args.pid_file, args.progress)
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
 

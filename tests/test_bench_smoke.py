@@ -325,9 +325,11 @@ def test_issue6_scripts_tiny_sizes() -> None:
     """Every label at tiny sizes; `--json` once (persistence.py, in-process and cheapest: the renderers differ only)."""
     jobs = {script: args for script, (args, _) in TINY.items()}
     jobs["persistence.py --json"] = [*TINY["persistence.py"][0], "--json"]
+    jobs["whole_turn.py --progress"] = [*TINY["whole_turn.py"][0], "--progress"]
     outs = run_together(jobs)
     for script, (_, labels) in TINY.items():
         assert_labels(outs[script], labels)
+    assert "with progress token" in outs["whole_turn.py --progress"]  # it also checks that notifications came
     r: dict[str, Any] = json.loads(outs["persistence.py --json"])
     for key in ("big_median_s", "small_median_s", "ratio", "goal", "goal_met", "loadavg_before", "loadavg_after"):
         assert key in r, f"persistence.py --json lacks {key}"

@@ -11,7 +11,9 @@ split in linear time and bounded (`MAX_LINE_BYTES`, `agent_server/lines.py`): pa
 end of input (logged; the lines before it are still served), since the stream cannot resynchronise. Blank
 lines are skipped; bytes that are no UTF-8 are replaced.
 
-`WireWriter` writes whole messages, one at a time, in order: on a pipe or socket of its own with
+`WireWriter` writes whole messages, in order; inside `batching()` (both doors serve inside it) what is sent at
+one moment is gathered and written in one system call by a writer task, the queue bounded (`MAX_QUEUED_BYTES`:
+past it a sender waits). On a pipe or socket of its own it writes with
 non-blocking `os.write`, waiting for the descriptor only when it is full (O_NONBLOCK belongs to the open file,
 which a terminal, or a pipe stderr was merged into with `2>&1`, shares with stderr: there each write is a
 blocking one in a worker thread). A client that went away (its end is closed) is no error: the first write
