@@ -170,6 +170,22 @@ async def test_a_background_turn_through_the_embedded_runtime(tmp_path: Path) ->
     assert cancelled.status == "cancelled"
 
 
+async def test_a_turn_whose_record_is_stored_is_found_ended_before_its_call_returns(tmp_path: Path) -> None:
+    """Once the final record is in the store (another replica may read it there), this process says so too:
+    looked up while the turn still sends its `done` event, it is `completed`, not its last `running` state."""
+    seen: list[str] = []
+    runtime = AgentRuntime(_settings(tmp_path), llm=ScriptedLLM([{"content": "Done."}]))
+
+    async def on_event(event: AgentEvent) -> None:
+        if event.type == "done":
+            seen.append((await runtime.find_turn(event.turn_id)).status)
+
+    with anyio.fail_after(10):
+        async with runtime:
+            record = await runtime.run_turn("Work on it", on_event=on_event)
+    assert record.status == "completed" and seen == ["completed"]
+
+
 async def test_a_background_turn_is_stored_before_start_turn_returns_even_when_it_queues(tmp_path: Path) -> None:
     """Durably begun: a turn queued behind another of its session is stored `running` at once, and one
     cancelled before it began is stored `cancelled` (not left `running`, nor missing)."""

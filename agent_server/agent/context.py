@@ -70,7 +70,7 @@ class TurnRequest:
     """The named agent's system prompt, added to the server's (`agent_part`)."""
     on_progress: Callable[[TurnRecord], None] | None = None
     """Told each new state of the turn's record while it runs (its progress so far: model calls, tool rounds,
-    usage); must return at once."""
+    usage), and its final record once that is stored; must return at once."""
 
 
 async def discard_event(_event: object) -> None:

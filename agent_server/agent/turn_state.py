@@ -129,8 +129,15 @@ class TurnState:
             status=status, error=error, final_text=text, structured_output=structured_output, finished_at=utc_now()
         )
 
+    def stored(self, record: TurnRecord) -> None:
+        """The turn's final record as the store holds it now (`on_change` is told: from this moment another
+        process sharing the store may read it, so whoever follows the turn here must see it too)."""
+        self.record = record
+        if self.on_change is not None:
+            self.on_change(record)
+
     def _update(self, **changes: Any) -> None:
         # `model_copy` skips validation: every caller above passes values of the field's own type.
         self.record = self.record.model_copy(update=changes)
-        if self.on_change is not None:
+        if self.on_change is not None and self.record.finished_at is None:  # a finished one: told once stored
             self.on_change(self.record)

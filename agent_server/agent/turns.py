@@ -135,6 +135,7 @@ async def _persist(deps: AgentDeps, state: TurnState) -> TurnRecord:
         logger.warning(
             "session %s was deleted while turn %s ran; its record was dropped", record.session_id, record.turn_id
         )
+    state.stored(record)
     return record
 
 

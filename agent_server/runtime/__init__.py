@@ -526,12 +526,15 @@ class AgentRuntime:
             traced.end()
 
     def _tracker(self, turn_id: str, also: Callable[[TurnRecord], None] | None) -> Callable[[TurnRecord], None]:
-        """The turn's progress callback: keep its record so far (while it runs), and tell `also`."""
+        """The turn's progress callback: keep its record so far while it runs, forget it once the final one is
+        stored (the store has it: `find_turn` reads it there), and tell `also`."""
         live = self._shared.live
 
         def progressed(record: TurnRecord) -> None:
             if record.finished_at is None:
                 live[turn_id] = (self._principal, record)
+            else:
+                live.pop(turn_id, None)
             if also is not None:
                 also(record)
 

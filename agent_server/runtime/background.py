@@ -154,7 +154,7 @@ class TurnHandle:
     def record(self) -> TurnRecord:
         """The latest record: `running` (`awaiting_input` while its park holds requests) until the turn
         ends, then the stored final record."""
-        if not self.done and self.awaiting_input:
+        if not self.done and self._record.finished_at is None and self.awaiting_input:
             return self._record.model_copy(update={"status": "awaiting_input"})
         return self._record
 
@@ -169,9 +169,10 @@ class TurnHandle:
         self._notify()
 
     def progressed(self, record: TurnRecord) -> None:
-        """The running turn's record as it grows (`TurnRequest.on_progress`); one that is finishing is
-        ignored: the stored record comes with `finish`."""
-        if not self.done and record.finished_at is None:
+        """The running turn's record as it grows (`TurnRequest.on_progress`), then its final record once stored:
+        `record` shows that at once, while the turn's task still lets go of its session (a process sharing the
+        store may read it already); the turn is `done` when the task has ended (`finish`)."""
+        if not self.done:
             self._record = record
             self.stage = None
 

@@ -66,8 +66,10 @@ async def test_a_background_turn_on_one_replica_is_cancelled_through_the_other(t
                 group.start_soon(lambda: handle.follow(started, timeout_s=600))
                 await started.begun.wait()
                 record = await b.cancel_turn(handle.turn_id)
+                seen_by_a = await a.find_turn(handle.turn_id)  # stored, so A says so too: no await before this
                 group.cancel_scope.cancel()
             assert record.status == "cancelled"
+            assert seen_by_a.status == "cancelled"
             assert (await handle.wait(10)).status == "cancelled"
         assert (await b.find_turn(handle.turn_id)).status == "cancelled"  # found from B without its session
 
