@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _jsonrpc import ensure_bytecode  # noqa: E402
+
 BENCH_DIR = Path(__file__).resolve().parent
 BASELINE_SERVER = BENCH_DIR / "baseline_server.py"
 AGENT = "agent-server"
@@ -168,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.top < 1:
         parser.error("--rounds and --top must be >= 1")
+    ensure_bytecode()  # as an installed copy has it (see `_jsonrpc.ensure_bytecode`)
     result = measure(args.mode, args.rounds, args.top)
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0

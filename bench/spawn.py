@@ -30,6 +30,9 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _jsonrpc import ensure_bytecode  # noqa: E402
+
 BENCH_DIR = Path(__file__).resolve().parent
 BASELINE_SERVER = BENCH_DIR / "baseline_server.py"
 PROTOCOL_VERSION = "2025-11-25"
@@ -229,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds must be >= 1 and --warmup >= 0")
     global LLM
     LLM = args.llm
+    ensure_bytecode()  # as an installed copy has it (see `_jsonrpc.ensure_bytecode`)
     result = anyio.run(run, args.rounds, args.warmup)
     print(json.dumps(result, indent=2) if args.json else render(result))
     return 0
