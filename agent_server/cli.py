@@ -21,6 +21,14 @@ if TYPE_CHECKING:
     from agent_server.settings import Settings
 
 EXIT_CONFIG = 2
+GIL_SWITCH_INTERVAL_S = 0.001
+"""How long a thread holding the GIL runs before another (the event loop's) may take it; CPython's default is 5 ms.
+
+The server's worker threads run the store's larger transactions, the built-in tools and the walk of a huge tool-call
+argument. With the default, a thread busy with a model's 1 MiB argument made the event loop wait up to 5 ms at every
+hand-over, several a loop iteration, and every other session's lag reached p99 108 ms (`bench/loop_lag.py`); with
+1 ms, 13 ms. A whole turn and a 200-turn burst cost the same within noise (bench/README.md, "Start-up, part 5").
+Set for the server's own process only: an embedder of `AgentRuntime` owns its process and chooses."""
 
 
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -129,6 +137,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def _serve(settings: Settings, args: argparse.Namespace) -> int:
     import anyio
 
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     try:
         if args.protocol == "acp":
             from agent_server.acp.stdio import serve_acp

@@ -21,7 +21,9 @@ thread (`time.thread_time`): how long agent-server's own code held the loop, wha
 to the ticker; the CPU figure says, when it is missed, whether the code or the machine missed it (and the
 callbacks that held the loop longest are named).
 
-    python bench/loop_lag.py [--rounds 20] [--turns 8] [--hostile-kb 1024] [--no-other] [--json]
+The process hands the GIL over as the server's does (`--switch-interval`, default `cli.GIL_SWITCH_INTERVAL_S`).
+
+    python bench/loop_lag.py [--rounds 20] [--turns 8] [--hostile-kb 1024] [--no-other] [--switch-interval S] [--json]
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import anyio.lowlevel
 from _jsonrpc import loadavg, machine, machine_lines  # noqa: E402
 
 from agent_server import AgentRuntime, Settings, TurnOptions  # noqa: E402
+from agent_server.cli import GIL_SWITCH_INTERVAL_S  # noqa: E402
 from agent_server.llm.base import ModelRequest, ModelResponse  # noqa: E402
 from agent_server.types import ToolCall  # noqa: E402
 
@@ -253,6 +256,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "turns_per_round": args.turns,
         "other_process": args.other,
         "hostile_kib": args.hostile_kb,
+        "switch_interval_s": sys.getswitchinterval(),
         "plain": plain,
         "hostile": hostile,
         "met": all(_met(v) for v in (plain, hostile)),
@@ -272,8 +276,15 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--hostile-kb", type=int, default=1024)
     parser.add_argument("--no-other", dest="other", action="store_false", help="no second process on the state dir")
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=GIL_SWITCH_INTERVAL_S,
+        help=f"seconds, sys.setswitchinterval (default {GIL_SWITCH_INTERVAL_S:g}, the server process's own)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    sys.setswitchinterval(args.switch_interval)  # as `python -m agent_server` sets it for its process
     result = anyio.run(measure, args)
     if args.json:
         print(json.dumps(result, indent=2))
@@ -281,6 +292,7 @@ def main() -> None:
     print(result["measure"])
     other = "a second process running turns on the same state dir" if args.other else "no second process"
     print(f"rounds: {args.rounds} x {args.turns} concurrent turns per variant (+1 warm-up); {other}")
+    print(f"GIL switch interval: {result['switch_interval_s'] * 1e3:g} ms")
     for name in ("plain", "hostile"):
         v = result[name]
         label = "plain turns" if name == "plain" else f"one turn a round with a {args.hostile_kb} KiB crafted argument"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
-from agent_server.cli import EXIT_CONFIG, build_parser, main, settings_from_args
+from agent_server.cli import EXIT_CONFIG, GIL_SWITCH_INTERVAL_S, build_parser, main, settings_from_args
 from agent_server.errors import ConfigError
 from agent_server.settings import (
     AnthropicModel,
@@ -154,3 +156,24 @@ def test_the_log_level_is_taken_in_any_case_and_a_wrong_one_is_refused(capsys: p
         build_parser().parse_args(["--log-level", "chatty"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'CHATTY'" in capsys.readouterr().err
+
+
+def test_the_server_process_hands_the_gil_over_every_millisecond(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker thread walking a model's huge argument must not keep the event loop waiting CPython's default
+    # 5 ms at each hand-over (bench/loop_lag.py); what the server's process runs with is set before it serves.
+    seen: list[float] = []
+
+    def serve(*_: object, **__: object) -> None:
+        seen.append(sys.getswitchinterval())
+        raise KeyboardInterrupt  # stop here: the process would serve now
+
+    monkeypatch.setattr(anyio, "run", serve)
+    before = sys.getswitchinterval()
+    try:
+        assert main(["--workspace", str(tmp_path)]) == 130
+    finally:
+        sys.setswitchinterval(before)
+    assert seen == [pytest.approx(GIL_SWITCH_INTERVAL_S)]
+    assert GIL_SWITCH_INTERVAL_S < 0.005  # below CPython's default, or the setting would do nothing
