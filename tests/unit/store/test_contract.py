@@ -44,6 +44,22 @@ async def test_titles_keep_every_character(store: SessionStore) -> None:
     assert (await store.fork_session(info.session_id, at_turn=None, title=None)).title == f"{title} (fork)"
 
 
+async def test_messages_keep_every_character(store: SessionStore) -> None:
+    """A history holds what the model and the tools said, as said: NUL, quotes, backslashes, the characters of an
+    array literal ({, }, commas, NULL), line breaks and non-ASCII, in every part a message has."""
+    text = 'a\x00b "q" \\ {x, "y"} NULL,\n\té 😀'
+    info = await store.create_session(title="chars", metadata={})
+    record = running(info.session_id, prompt=text)
+    await store.begin_turn(record)
+    messages = [
+        Message(role="user", content=text),
+        Message(role="assistant", content=text, tool_calls=[ToolCall(id="c1", name="t", arguments={text: [text]})]),
+        Message(role="tool", content=[TextPart(text=text)], tool_call_id="c1"),
+    ]
+    assert await store.finish_turn(completed(record, text=text), messages)
+    assert [m.message for m in (await store.load_history(info.session_id)).messages] == messages
+
+
 async def test_list_sessions_newest_first_with_paging(store: SessionStore) -> None:
     ids = [(await store.create_session(title=f"s{i}", metadata={})).session_id for i in range(5)]
     seen: list[str] = []
