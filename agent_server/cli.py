@@ -27,7 +27,8 @@ GIL_SWITCH_INTERVAL_S = 0.001
 The server's worker threads run the store's larger transactions, the built-in tools and the walk of a huge tool-call
 argument. With the default, a thread busy with a model's 1 MiB argument made the event loop wait up to 5 ms at every
 hand-over, several a loop iteration, and every other session's lag reached p99 108 ms (`bench/loop_lag.py`); with
-1 ms, 13 ms. A whole turn and a 200-turn burst cost the same within noise (bench/README.md, "Start-up, part 5").
+1 ms, 13 ms. A whole turn and a 200-turn burst cost the same within noise (bench/README.md, "The loop's lag on a
+quiet machine, and the GIL's hand-over").
 Set for the server's own process only: an embedder of `AgentRuntime` owns its process and chooses."""
 
 

@@ -289,7 +289,7 @@ FINISH_WRITES: LiteralString = (
 """`finish_turn`'s writes in one statement: the final record, the messages after `head`, the session touched
 (and titled), and the NOTIFY that wakes `wait_ended` (sent at commit). The messages go as a binary array (`%b`):
 the text form quotes each element, every quote and backslash of its JSON escaped by a regex in psycopg (0.15-0.7 ms
-of CPU a turn: bench/README.md, "Start-up, part 5")."""
+of CPU a turn: bench/README.md, "PostgreSQL: where the turn's extra time goes, and one cut")."""
 
 LIVE_AFTER: LiteralString = (
     "SELECT p.first, p.n, m.seq, m.turn_id, m.message FROM"
