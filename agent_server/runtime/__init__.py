@@ -719,16 +719,28 @@ class AgentRuntime:
         check_ids(turn_id=turn_id, session_id=session_id)
         handle = self.background_turn(turn_id)
         if handle is not None:
-            return handle.record
+            return await self._unless_ended_in_store(handle.record)
         live = self._live_record(turn_id)
         if live is not None and session_id in (None, live.session_id):
-            return live
+            return await self._unless_ended_in_store(live)
         if session_id is not None:
             return await self.get_turn(session_id, turn_id)
         found = await (await self._ready()).store.find_turn(turn_id, principal=self._principal)
         if found is None:
             raise TurnNotFound(None, turn_id)
         return found
+
+    async def _unless_ended_in_store(self, here: TurnRecord) -> TurnRecord:
+        """`here`, the record of a turn running in this process; with a store other processes share, the
+        stored record instead once that has ended. Another process may have read it there already (a cancel
+        or a `turn_wait` through another replica), and this one must not say `running` after it said
+        `cancelled`: the turn's task here hears of its own commit a moment later than the others may."""
+        if here.finished_at is not None or self.settings.store_url is None:
+            return here
+        if (await self._ready()).shared is None:
+            return here
+        stored = await self._stored_turn(here.session_id, here.turn_id)
+        return stored if stored is not None and stored.status != "running" else here
 
     def running_text(self, record: TurnRecord, *, last_event: int | None = None) -> str:
         """The text of a `running` result (`runtime.progress`): where the turn is and what it did so far, as
@@ -1054,7 +1066,10 @@ class AgentRuntime:
         return [self._live(turn) for turn in turns], next_cursor
 
     def _live(self, stored: TurnRecord) -> TurnRecord:
-        """A running background turn's record as stored (with its progress so far), with its live status."""
+        """A running background turn's record as stored (with its progress so far), with its live status; an
+        ended one as stored (see `_unless_ended_in_store`)."""
+        if stored.status != "running":
+            return stored
         handle = self._shared.background.get(stored.turn_id) if self._shared.background is not None else None
         if handle is not None and not handle.done:
             return handle.record

@@ -17,9 +17,10 @@ from agent_server import AgentRuntime, Settings
 from agent_server.errors import InvalidArgument
 from agent_server.events import AgentEvent
 from agent_server.store import _pg_db
+from agent_server.store.postgres import PostgresStore
 from agent_server.testing import ScriptedLLM
 from agent_server.turn_options import TurnOptions
-from agent_server.types import TurnRecord
+from agent_server.types import Message, TurnRecord
 from tests.pg import fresh_schema
 
 pytestmark = pytest.mark.anyio
@@ -72,6 +73,39 @@ async def test_a_background_turn_on_one_replica_is_cancelled_through_the_other(t
             assert seen_by_a.status == "cancelled"
             assert (await handle.wait(10)).status == "cancelled"
         assert (await b.find_turn(handle.turn_id)).status == "cancelled"  # found from B without its session
+
+
+async def test_the_replica_running_a_turn_shows_its_stored_end_before_its_task_resumes(
+    tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A's task hears of its commit a moment after B may have read the record: that moment, held open here.
+    committed, resume = anyio.Event(), anyio.Event()
+    finish_turn = PostgresStore.finish_turn
+
+    async def slow_to_hear(store: PostgresStore, record: TurnRecord, messages: list[Message]) -> bool:
+        written = await finish_turn(store, record, messages)
+        if record.status == "cancelled":
+            committed.set()
+            await resume.wait()
+        return written
+
+    monkeypatch.setattr(PostgresStore, "finish_turn", slow_to_hear)
+    async with replica(tmp_path, url, "a", SLOW) as a, replica(tmp_path, url, "b") as b:
+        session = await a.create_session(title="s")
+        handle = await a.start_turn("slow", session_id=session.session_id)
+        started = Started()
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(lambda: handle.follow(started, timeout_s=600))
+                await started.begun.wait()
+                assert (await b.cancel_turn(handle.turn_id)).status == "cancelled"
+                await committed.wait()
+                try:
+                    assert not handle.done
+                    assert (await a.find_turn(handle.turn_id)).status == "cancelled"
+                finally:
+                    resume.set()
+            assert (await handle.wait(10)).status == "cancelled"
 
 
 async def test_a_run_turn_call_on_one_replica_is_cancelled_through_the_other(tmp_path: Path, url: str) -> None:
