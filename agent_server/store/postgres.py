@@ -436,12 +436,20 @@ class PostgresStore:
             "untitled": db.text(UNTITLED),
         }
 
+    def _fencing_epoch(self, session_id: str) -> int | None:
+        """The epoch a write of this store's to the session must find (see `_fenced_ok`): None when it holds no
+        lock of the session (no check), -1 (no epoch is) when it held one and lost it."""
+        lease = self._leases.get(session_id)
+        if lease is None:
+            return None
+        return -1 if lease.lost else lease.epoch
+
     def _fenced_ok(self, session_id: str, epoch: int | None) -> bool:
         """The fencing check of every write a lock's holder makes to its session, on the epoch read (share-locked)
         in the write's transaction: False when this store held the session's turn lock and lost it; True when it
         holds it, or holds no lock of the session."""
-        lease = self._leases.get(session_id)
-        return lease is None or (not lease.lost and epoch == lease.epoch)
+        expected = self._fencing_epoch(session_id)
+        return expected is None or epoch == expected
 
     async def finish_turn(self, record: TurnRecord, messages: list[Message]) -> bool:
         """Write the final record and append `messages` in one transaction; False if the session is gone.
@@ -451,29 +459,21 @@ class PostgresStore:
                 was written, as `failed` (a `running` record without messages, a turn queued behind the
                 lock, is no write of the session and is not refused).
         """
-
-        async def run(conn: Conn) -> bool | None:
-            session_id = record.session_id
-            checks = await conn.execute(db.WRITE_LOCK_FINISH, (session_id,))
-            head_seq = await conn.execute(db.HEAD_SEQ, (session_id,))
-            row = await checks.fetchone()
-            if row is None:
-                return False
-            head = await head_seq.fetchone()
-            assert head is not None
-            fenced = bool(messages) or record.status != "running"
-            if fenced and not self._fenced_ok(session_id, row[0]):
-                await self._store_stopped(conn, _lock_lost(record))
-                return None
-            appended = [common.dump(m) for m in messages]
-            values = {**self._turn_row(record), "head": head[0], "messages": appended, "now": utc_now()}
-            await conn.execute(db.FINISH_WRITES, {**values, "channel": db.ENDED_CHANNEL})
-            return True
-
-        written = await self._run(run, pipeline=True)  # two round trips: the checks, then the writes and commit
-        if written is None:
+        fenced = bool(messages) or record.status != "running"
+        values = {
+            **self._turn_row(record),
+            "messages": [common.dump(m) for m in messages],
+            "now": utc_now(),
+            "epoch": self._fencing_epoch(record.session_id) if fenced else None,
+            "channel": db.ENDED_CHANNEL,
+        }
+        # One autocommit statement: the function is its own transaction (`_pg_db._V5_TO_V6`).
+        ended = await self._run(lambda conn: db.one(conn, db.FINISH_TURN, values), transaction=False)
+        assert ended is not None
+        if ended[0] == db.FINISH_FENCED:
+            await self._run(lambda conn: self._store_stopped(conn, _lock_lost(record)))
             raise TurnLockLost(record.session_id)
-        return written
+        return ended[0] == db.FINISHED
 
     async def _store_stopped(self, conn: Conn, record: TurnRecord) -> None:
         """Write only the turn's own row (none of the session's history)."""
