@@ -296,7 +296,8 @@ TOUCH: LiteralString = (
     " title = CASE WHEN %(title)s::text IS NOT NULL AND title = %(untitled)s THEN %(title)s ELSE title END"
     " WHERE session_id = %(session)s"
 )
-"""`touch` as a part of the turn's writes: `title` (stored as `text`, or NULL for none) names an `UNTITLED` session."""
+"""`touch` as a part of the turn's writes: `title` (stored as `text`, or NULL for none) names an `UNTITLED` session.
+`agent_server_finish_turn` (`_V5_TO_V6`) makes the same update in PL/pgSQL: a change here belongs there too."""
 
 
 BEGIN_WRITES: LiteralString = (
