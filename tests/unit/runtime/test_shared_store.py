@@ -12,8 +12,9 @@ import anyio
 import psycopg
 import pytest
 from anyio import wait_all_tasks_blocked
+from anyio.abc import TaskGroup
 
-from agent_server import AgentRuntime, Settings
+from agent_server import AgentRuntime, Settings, TurnHandle
 from agent_server.errors import InvalidArgument
 from agent_server.events import AgentEvent
 from agent_server.store import _pg_db
@@ -57,15 +58,21 @@ class Started:
             self.begun.set()
 
 
+async def begun_slow_turn(runtime: AgentRuntime, group: TaskGroup) -> TurnHandle:
+    """A background turn of the `SLOW` model in a new session, followed in `group`, once it has begun."""
+    session = await runtime.create_session(title="s")
+    handle = await runtime.start_turn("slow", session_id=session.session_id)
+    started = Started()
+    group.start_soon(lambda: handle.follow(started, timeout_s=600))
+    await started.begun.wait()
+    return handle
+
+
 async def test_a_background_turn_on_one_replica_is_cancelled_through_the_other(tmp_path: Path, url: str) -> None:
     async with replica(tmp_path, url, "a", SLOW) as a, replica(tmp_path, url, "b") as b:
-        session = await a.create_session(title="s")
-        handle = await a.start_turn("slow", session_id=session.session_id)
-        started = Started()
         with anyio.fail_after(20):
             async with anyio.create_task_group() as group:
-                group.start_soon(lambda: handle.follow(started, timeout_s=600))
-                await started.begun.wait()
+                handle = await begun_slow_turn(a, group)
                 record = await b.cancel_turn(handle.turn_id)
                 seen_by_a = await a.find_turn(handle.turn_id)  # stored, so A says so too: no await before this
                 group.cancel_scope.cancel()
@@ -91,13 +98,9 @@ async def test_the_replica_running_a_turn_shows_its_stored_end_before_its_task_r
 
     monkeypatch.setattr(PostgresStore, "finish_turn", slow_to_hear)
     async with replica(tmp_path, url, "a", SLOW) as a, replica(tmp_path, url, "b") as b:
-        session = await a.create_session(title="s")
-        handle = await a.start_turn("slow", session_id=session.session_id)
-        started = Started()
         with anyio.fail_after(20):
             async with anyio.create_task_group() as group:
-                group.start_soon(lambda: handle.follow(started, timeout_s=600))
-                await started.begun.wait()
+                handle = await begun_slow_turn(a, group)
                 assert (await b.cancel_turn(handle.turn_id)).status == "cancelled"
                 await committed.wait()
                 try:
