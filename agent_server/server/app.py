@@ -10,7 +10,6 @@ generated `tools.json`.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -79,11 +78,18 @@ async def _prepare_after(listed: anyio.Event, runtime: AgentRuntime) -> None:
 
     await listed.wait()
     await anyio.sleep(PREPARE_DELAY_S)
-    await anyio.to_thread.run_sync(importlib.import_module, "agent_server.server.tool_table")
+    await anyio.to_thread.run_sync(_load_run_turn)
     try:
         await runtime.prepare()
     except StoreError as exc:
         logger.debug("preparing the runtime: %s", exc)
+
+
+def _load_run_turn() -> None:
+    """Import the tool table and `run_turn`'s module (the session tools load with their first call)."""
+    from agent_server.server.tool_table import tool
+
+    tool("run_turn")
 
 
 def create_server(

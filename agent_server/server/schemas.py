@@ -17,13 +17,13 @@ import mcp_types as types
 
 from agent_server.events import AGENT_EVENT_ADAPTER
 from agent_server.server.listing import LISTING
-from agent_server.server.tool_table import TOOLS, tool_schemas
+from agent_server.server.tool_table import NAMES, all_tools, tool_schemas
 
 
 def generate() -> dict[str, dict[str, Any]]:
     """File name -> schema document, for every file under schemas/."""
     documents: dict[str, dict[str, Any]] = {}
-    for name in TOOLS:
+    for name in NAMES:
         params, result = tool_schemas(name)
         documents[f"{name}.params.json"] = params
         documents[f"{name}.result.json"] = result
@@ -35,7 +35,7 @@ def generate() -> dict[str, dict[str, Any]]:
 def generate_listing() -> str:
     """The `tools/list` tools as JSON, in the order the server lists them."""
     tools: list[dict[str, Any]] = []
-    for name, tool in TOOLS.items():
+    for name, tool in all_tools().items():
         params, result = tool_schemas(name)
         wire = types.Tool(
             name=name,
