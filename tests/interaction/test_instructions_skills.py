@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from agent_server.llm.base import ModelRequest
+from agent_server.tools.builtin import INLINE_READ_BYTES
 from tests.interaction.harness import MODES, connect, make_settings
 
 pytestmark = pytest.mark.anyio
@@ -281,11 +282,13 @@ async def test_provider_prompt_caching_holds_with_instructions_skills_and_a_nest
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_subdirectorys_instructions_are_looked_up_in_the_tools_own_worker_thread(
+async def test_a_subdirectorys_instructions_are_looked_up_in_the_tools_own_step(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One worker-thread hop per built-in call: the call and the lookup of the instruction files under its path."""
+    """At most one worker-thread hop per built-in call, the lookup of the instruction files under its path in it:
+    none for a small file (read on the event loop), one for a file over `INLINE_READ_BYTES`."""
     _workspace(tmp_path)
+    (tmp_path / "ws" / "pkg" / "big.txt").write_text("x" * INLINE_READ_BYTES + "\n")
     hops: list[str] = []
     shipped = anyio.to_thread.run_sync
 
@@ -293,12 +296,14 @@ async def test_a_subdirectorys_instructions_are_looked_up_in_the_tools_own_worke
         hops.append(getattr(fn, "__qualname__", repr(fn)))
         return await shipped(fn, *args, **kwargs)
 
-    read = {"tool_calls": [{"name": "read_file", "arguments": {"path": "pkg/code.py"}}]}
-    async with connect(tmp_path, [read, read, {"content": "done"}], mode=mode) as h:
+    small = {"tool_calls": [{"name": "read_file", "arguments": {"path": "pkg/code.py"}}]}
+    big = {"tool_calls": [{"name": "read_file", "arguments": {"path": "pkg/big.txt"}}]}
+    async with connect(tmp_path, [small, big, {"content": "done"}], mode=mode) as h:
         monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
         with anyio.fail_after(10):
-            result = await h.call("run_turn", {"prompt": "read it twice", "detail": "full"})
+            result = await h.call("run_turn", {"prompt": "read both", "detail": "full"})
     first, second = _tool_texts(h.llm.calls[2])[-2:]
     assert NESTED_RULE in first and NESTED_RULE not in second
-    assert [hop for hop in hops if hop.endswith(("._blocking", "._nested"))] == ["WorkspaceToolset._blocking"] * 2
+    assert "x" * 100 in second
+    assert [hop for hop in hops if hop.endswith(("._blocking", "._nested"))] == ["WorkspaceToolset._blocking"]
     assert [f["applies_to"] for f in result.structured_content["instructions"]] == [".", "pkg"]

@@ -12,7 +12,13 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from agent_server.tools.builtin import LIST_DIR_MAX_ENTRIES, WorkspaceToolset
+from agent_server.tools.builtin import (
+    INLINE_DEPTH,
+    INLINE_LIST_ENTRIES,
+    INLINE_READ_BYTES,
+    LIST_DIR_MAX_ENTRIES,
+    WorkspaceToolset,
+)
 from agent_server.tools.builtin import SPECS as READ_TOOLS
 from agent_server.types import ImagePart, TextPart, ToolCall, ToolResult
 
@@ -444,3 +450,59 @@ async def test_ordinary_counted_repeats_still_work(ws: Path, tools: WorkspaceToo
         .startswith("dates.txt:1:")
     )
     assert "dates.txt:1:" in ok(await call(tools, "search_text", pattern=r"[{]?\[x\]{1,3}", glob="*.txt")).text()
+
+
+async def _hops(
+    monkeypatch: pytest.MonkeyPatch, tools: WorkspaceToolset, name: str, path: str
+) -> tuple[int, ToolResult]:
+    """(worker-thread hops, result) of one call."""
+    hops: list[str] = []
+    shipped = anyio.to_thread.run_sync
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(fn, "__qualname__", repr(fn)))
+        return await shipped(fn, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    try:
+        result = ok(await call(tools, name, path=path))
+    finally:
+        monkeypatch.setattr(anyio.to_thread, "run_sync", shipped)
+    return len(hops), result
+
+
+async def test_a_small_directory_is_listed_on_the_loop_and_a_larger_one_in_a_thread_alike(
+    ws: Path, tools: WorkspaceToolset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for count in (INLINE_LIST_ENTRIES, INLINE_LIST_ENTRIES + 1):
+        folder = ws / f"d{count}"
+        folder.mkdir()
+        for i in reversed(range(count)):
+            (folder / f"f{i:03}.txt").write_text("x" * i)
+    small_hops, small = await _hops(monkeypatch, tools, "list_dir", f"d{INLINE_LIST_ENTRIES}")
+    large_hops, large = await _hops(monkeypatch, tools, "list_dir", f"d{INLINE_LIST_ENTRIES + 1}")
+    assert (small_hops, large_hops) == (0, 1)
+    for result, count in ((small, INLINE_LIST_ENTRIES), (large, INLINE_LIST_ENTRIES + 1)):
+        assert result.structured is not None
+        entries = result.structured["entries"]
+        assert [e["name"] for e in entries] == [f"f{i:03}.txt" for i in range(count)]  # all, sorted
+        assert [e["size"] for e in entries] == list(range(count))
+
+
+async def test_a_small_file_is_read_on_the_loop_and_a_larger_or_deeper_one_in_a_thread_alike(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = WorkspaceToolset(ws, read_max_bytes=4 * INLINE_READ_BYTES, search_max_matches=MAX_MATCHES)
+    line = "0123456789abcde\n"  # 16 bytes
+    (ws / "small.txt").write_text(line * (INLINE_READ_BYTES // len(line)))
+    (ws / "large.txt").write_text(line * (INLINE_READ_BYTES // len(line)) + "!")
+    deep = ws.joinpath(*(f"d{i}" for i in range(INLINE_DEPTH)))
+    deep.mkdir(parents=True)
+    (deep / "small.txt").write_text(line)
+    small_hops, small = await _hops(monkeypatch, tools, "read_file", "small.txt")
+    large_hops, large = await _hops(monkeypatch, tools, "read_file", "large.txt")
+    deep_hops, deeper = await _hops(monkeypatch, tools, "read_file", str((deep / "small.txt").relative_to(ws)))
+    assert (small_hops, large_hops, deep_hops) == (0, 1, 1)
+    assert small.text() == (ws / "small.txt").read_text()
+    assert large.text() == (ws / "large.txt").read_text()
+    assert deeper.text() == line
