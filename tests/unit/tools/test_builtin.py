@@ -506,3 +506,37 @@ async def test_a_small_file_is_read_on_the_loop_and_a_larger_or_deeper_one_in_a_
     assert small.text() == (ws / "small.txt").read_text()
     assert large.text() == (ws / "large.txt").read_text()
     assert deeper.text() == line
+
+
+def _expected_read(data: bytes, offset: int, limit: int | None, max_bytes: int) -> tuple[bytes, int, bool]:
+    """What `read_file` must return, by its definition: the lines from `offset`, at most `limit`, cut at
+    `max_bytes` (a cut line counts as returned): `(bytes, lines_returned, truncated)`."""
+    taken = b"".join(data.splitlines(keepends=True)[offset - 1 :][:limit])
+    kept = taken[:max_bytes]
+    return kept, kept.count(b"\n") + int(bool(kept) and not kept.endswith(b"\n")), len(taken) > max_bytes
+
+
+async def test_read_file_returns_the_lines_its_definition_says_for_any_file_offset_limit_and_cap(ws: Path) -> None:
+    """Random files (short and long lines, with and without a last newline, on either side of the size read on
+    the event loop), offsets, limits and byte caps against the definition."""
+    import random
+
+    rng = random.Random(26)
+    for case in range(150):
+        lines = [b"y" * rng.choice([0, 1, 5, 40, 300, 5000]) for _ in range(rng.randint(1, 12))]
+        data = b"\n".join(lines) + rng.choice([b"", b"\n"])
+        if not data.strip(b"\n"):
+            continue  # an empty or newline-only file has its own answers, tested above
+        (ws / "f.txt").write_bytes(data)
+        cap = rng.choice([10, 100, 4096, INLINE_READ_BYTES, 2 * INLINE_READ_BYTES])
+        offset = rng.randint(1, len(data.splitlines()))
+        limit = rng.choice([None, 1, 2, 5, 50])
+        tools = WorkspaceToolset(ws, read_max_bytes=cap, search_max_matches=MAX_MATCHES)
+        arguments: dict[str, Any] = {"offset": offset} | ({} if limit is None else {"limit": limit})
+        result = ok(await call(tools, "read_file", path="f.txt", **arguments))
+        kept, count, truncated = _expected_read(data, offset, limit, cap)
+        assert result.structured is not None
+        got = (result.structured["lines_returned"], result.structured["truncated"])
+        assert got == (count, truncated), (case, offset, limit, cap)
+        first = result.content[0]
+        assert isinstance(first, TextPart) and first.text == kept.decode(), (case, offset, limit, cap)
