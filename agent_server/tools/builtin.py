@@ -311,7 +311,7 @@ class WorkspaceToolset:
         if inline and size > INLINE_READ_BYTES:
             raise _TooLargeInline
         base: dict[str, Any] = {"path": self._paths.shown(path), "size": size}
-        with path.open("rb") as opened:
+        with _opened(path, inline) as opened:
             handle = _small_copy(opened) if inline else opened
             head = handle.read(_SNIFF_BYTES)
             mime = _sniff_image(head)
@@ -482,6 +482,20 @@ class WorkspaceToolset:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _opened(path: Path, inline: bool) -> BinaryIO:
+    """`path` opened for reading. On the event loop (`inline`) `open` never waits, even for a FIFO swapped in since
+    the size was checked, and the file must still be a regular one of at most `INLINE_READ_BYTES`, else
+    `_TooLargeInline` (the worker thread then checks and reports as usual)."""
+    if not inline:
+        return path.open("rb")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > INLINE_READ_BYTES:
+        os.close(fd)
+        raise _TooLargeInline
+    return os.fdopen(fd, "rb")
 
 
 def _small_copy(handle: BinaryIO) -> BinaryIO:

@@ -540,3 +540,33 @@ async def test_read_file_returns_the_lines_its_definition_says_for_any_file_offs
         assert got == (count, truncated), (case, offset, limit, cap)
         first = result.content[0]
         assert isinstance(first, TextPart) and first.text == kept.decode(), (case, offset, limit, cap)
+
+
+def test_a_fifo_swapped_in_after_the_size_check_never_blocks_the_loop(
+    ws: Path, tools: WorkspaceToolset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a process in the workspace could win: `read_file` checked a small regular file, then a FIFO took
+    its place before the open. On the event loop the open must not wait for a writer that never comes; the call
+    goes to the worker thread, which checks again and reports it."""
+    import agent_server.tools.builtin as builtin
+
+    os.mkfifo(ws / "pipe")
+    checks: list[str] = []
+    real = builtin._regular_file_size  # pyright: ignore[reportPrivateUsage]
+
+    def checked_then_swapped(raw: str, path: Path) -> int:
+        checks.append(raw)
+        return 10 if len(checks) == 1 else real(raw, path)  # the first check saw a 10-byte file
+
+    monkeypatch.setattr(builtin, "_regular_file_size", checked_then_swapped)
+    results: list[ToolResult] = []
+
+    def run() -> None:
+        results.append(anyio.run(lambda: call(tools, "read_file", path="pipe")))
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(10)
+    assert not runner.is_alive(), "read_file blocked opening the FIFO"
+    failed(results[0], "is not a regular file")
+    assert checks == ["pipe", "pipe"]
