@@ -6,10 +6,12 @@ A path is judged by where it really leads (`workspace.py`): it is resolved, foll
 symlinks at every component, and a path whose target lies outside the root is refused with an error
 result naming it, never clamped. Blocking file I/O runs in a worker thread that is abandoned on cancellation,
 so a cancelled turn does not wait for a slow disk or a long search. A small `read_file` or `list_dir` (a file of
-at most `INLINE_READ_BYTES`, a directory of at most `INLINE_LIST_ENTRIES` entries, a path of at most `INLINE_DEPTH`
-components below the root) runs on the event loop instead: its work is a few system calls, while the hop to a
-worker thread and back cost about 0.6 ms of a 3.5 ms turn on a 2-core machine (`bench/runtime_hops.py`). Whether
-a call is small is found out as it runs, within those bounds; one that is not is started over in a worker thread.
+at most `INLINE_READ_BYTES`, a directory of at most `INLINE_LIST_ENTRIES` entries and no symlink, a path of at
+most `INLINE_DEPTH` components below the root with no symlink or `..` in it) runs on the event loop instead: its
+work is a few system calls, while the hop to a worker thread and back cost about 0.6 ms of a 3.5 ms turn on a
+2-core machine (`bench/runtime_hops.py`). Whether a call is small is found out as it runs, within those bounds;
+one that is not is started over in a worker thread. No symlink, since resolving one could wait on wherever it
+leads (a hung network mount).
 
 `search_text` patterns come from the model, and a file the agent reads can plant one, so a match must
 never hold the process: patterns run on the `regex` package, which releases the GIL while it matches
@@ -353,8 +355,8 @@ class WorkspaceToolset:
             raise ToolFailure(f"{raw!r} is not a directory; use read_file to read a file")
         with os.scandir(path) as scan:
             taken = list(itertools.islice(scan, INLINE_LIST_ENTRIES + 1)) if inline else list(scan)
-        if len(taken) > INLINE_LIST_ENTRIES and inline:
-            raise _TooLargeInline
+        if inline and (len(taken) > INLINE_LIST_ENTRIES or any(entry.is_symlink() for entry in taken)):
+            raise _TooLargeInline  # a symlink is described by resolving it: the worker thread's work
         found = sorted(taken, key=lambda entry: entry.name)
         entries = [self._describe_entry(entry) for entry in found[:LIST_DIR_MAX_ENTRIES]]
         lines = [_entry_line(entry) for entry in entries]
@@ -370,15 +372,35 @@ class WorkspaceToolset:
         return [TextPart(text="\n".join(lines))], structured
 
     def _resolve(self, raw: str, inline: bool) -> Path:
-        """`raw` resolved for reading; a path too deep for the event loop raises `_TooLargeInline` when `inline`."""
-        path = self._paths.resolve_readable(raw)
-        if (
-            inline
-            and path.is_relative_to(self._paths.root)
-            and len(path.relative_to(self._paths.root).parts) > INLINE_DEPTH
-        ):
+        """`raw` resolved for reading; `_TooLargeInline` when `inline` and the event loop may not resolve it."""
+        if inline and not self._plain(raw):
             raise _TooLargeInline
-        return path
+        return self._paths.resolve_readable(raw)
+
+    def _plain(self, raw: str) -> bool:
+        """Whether the event loop may resolve `raw`: at most `INLINE_DEPTH` components inside the root, no `..`, no
+        symlink on the way (resolving one could wait on wherever it leads: a hung network mount). One `lstat` a
+        component, which never follows a link."""
+        root = self._paths.root
+        candidate = Path(raw)
+        if candidate.is_absolute():
+            if not candidate.is_relative_to(root):
+                return False
+            candidate = candidate.relative_to(root)
+        if "\x00" in raw or len(candidate.parts) > INLINE_DEPTH or ".." in candidate.parts:
+            return False
+        path = root
+        for part in candidate.parts:
+            path = path / part
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                return True  # nothing further to follow: the resolution reports it
+            except OSError:
+                return False
+            if stat.S_ISLNK(info.st_mode):
+                return False
+        return True
 
     def _describe_entry(self, entry: os.DirEntry[str]) -> dict[str, Any]:
         """Type and size of one entry; a symlink is described by its target when that is inside."""

@@ -570,3 +570,24 @@ def test_a_fifo_swapped_in_after_the_size_check_never_blocks_the_loop(
     assert not runner.is_alive(), "read_file blocked opening the FIFO"
     failed(results[0], "is not a regular file")
     assert checks == ["pipe", "pipe"]
+
+
+async def test_a_symlink_or_dotdot_on_the_way_sends_a_small_call_to_the_worker_thread(
+    ws: Path, tools: WorkspaceToolset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resolving a symlink could wait on wherever it leads (a hung network mount): never on the event loop."""
+    (ws / "linked").symlink_to(ws / "src")
+    (ws / "src" / "pkg" / "to_readme").symlink_to(ws / "README.md")
+    plain = [("read_file", "src/notes.txt"), ("list_dir", "src"), ("read_file", str(ws / "README.md"))]
+    linked = [
+        ("read_file", "linked/notes.txt"),  # a symlinked directory on the way
+        ("read_file", "src/pkg/to_readme"),  # the file itself
+        ("list_dir", "src/pkg"),  # a symlink among the entries
+        ("read_file", "src/../README.md"),
+    ]
+    for name, path in plain:
+        assert (await _hops(monkeypatch, tools, name, path))[0] == 0, path
+    for name, path in linked:
+        hops, result = await _hops(monkeypatch, tools, name, path)
+        assert hops == 1, path
+        assert "hello" in result.text() or "to_readme" in result.text(), result.text()
