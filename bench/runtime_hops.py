@@ -3,11 +3,12 @@
 hold the event loop).
 
 The turn of `whole_turn.py` (a scripted `list_dir` of an empty directory, then the answer; SQLite store; no
-MCP): one hop per turn (the tool; `begin_turn` and `finish_turn` run on the loop when the database is free).
+MCP), but the directory is five components deep, past what the built-in tools do on the event loop, so the
+turn keeps one hop (the tool; `begin_turn` and `finish_turn` run on the loop when the database is free).
 One runtime; each round times a block of
 `--turns` turns on each side, each turn in a fresh session created untimed, the order of the sides flipping
 every round. Figures are medians over the rounds of the per-turn time of a block; the headline is the cost of
-one hop, (shipped - inline) / 3, and how the in-process turn compares with the MCP echo round trip of
+one hop, (shipped - inline) / 1, and how the in-process turn compares with the MCP echo round trip of
 `whole_turn.py` is in bench/README.md ("Third round").
 
     python bench/runtime_hops.py [--rounds 21] [--turns 100] [--json]
@@ -34,7 +35,9 @@ from _jsonrpc import loadavg, machine, machine_lines  # noqa: E402
 from agent_server import AgentRuntime, Settings, TurnOptions  # noqa: E402
 from agent_server.testing import ScriptedLLM  # noqa: E402
 
-TURN = [{"tool_calls": [{"name": "list_dir", "arguments": {"path": "empty"}}]}, {"content": "done"}]
+DEEP_EMPTY = "a/b/c/d/empty"
+"""Deeper than the built-in tools run on the event loop (`INLINE_DEPTH`), so the call still takes its hop."""
+TURN = [{"tool_calls": [{"name": "list_dir", "arguments": {"path": DEEP_EMPTY}}]}, {"content": "done"}]
 HOPS_PER_TURN = 1
 SHIPPED: Callable[..., Any] = anyio.to_thread.run_sync
 
@@ -65,7 +68,7 @@ async def measure(rounds: int, turns: int) -> dict[str, Any]:
     times: dict[str, list[float]] = {"shipped": [], "inline": []}
     with tempfile.TemporaryDirectory(prefix="bench-hops-") as tmp_name:
         tmp = Path(tmp_name)
-        (tmp / "workspace" / "empty").mkdir(parents=True)
+        (tmp / "workspace" / DEEP_EMPTY).mkdir(parents=True)
         llm = ScriptedLLM(TURN * (2 * turns * (rounds + 1)))
         settings = Settings(workspace=tmp / "workspace", state_dir=tmp / "state")
         async with AgentRuntime(settings, llm=llm) as runtime:
