@@ -313,8 +313,7 @@ class WorkspaceToolset:
         if inline and size > INLINE_READ_BYTES:
             raise _TooLargeInline
         base: dict[str, Any] = {"path": self._paths.shown(path), "size": size}
-        with _opened(path, inline) as opened:
-            handle = _small_copy(opened) if inline else opened
+        with _opened(path, inline) as handle:
             head = handle.read(_SNIFF_BYTES)
             mime = _sniff_image(head)
             if mime is not None:
@@ -507,23 +506,16 @@ class WorkspaceToolset:
 
 
 def _opened(path: Path, inline: bool) -> BinaryIO:
-    """`path` opened for reading. On the event loop (`inline`) `open` never waits, even for a FIFO swapped in since
-    the size was checked, and the file must still be a regular one of at most `INLINE_READ_BYTES`, else
-    `_TooLargeInline` (the worker thread then checks and reports as usual)."""
+    """`path` opened for reading. On the event loop (`inline`): the whole file in memory, opened so that `open`
+    never waits (even for a FIFO swapped in since the size was checked), and only a regular file that holds at most
+    `INLINE_READ_BYTES` (whatever its size said), else `_TooLargeInline` (the worker thread then checks and
+    reports as usual)."""
     if not inline:
         return path.open("rb")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or info.st_size > INLINE_READ_BYTES:
-        os.close(fd)
-        raise _TooLargeInline
-    return os.fdopen(fd, "rb")
-
-
-def _small_copy(handle: BinaryIO) -> BinaryIO:
-    """The whole file in memory when it holds at most `INLINE_READ_BYTES` (whatever its size said), else
-    `_TooLargeInline`: so a call on the event loop never reads more."""
-    data = handle.read(INLINE_READ_BYTES + 1)
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise _TooLargeInline
+        data = handle.read(INLINE_READ_BYTES + 1)
     if len(data) > INLINE_READ_BYTES:
         raise _TooLargeInline
     return io.BytesIO(data)
