@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agent_server.agent.progress import ProgressKeeper
 from agent_server.agent.prompts import PromptPart
 from agent_server.events import EventSink
 from agent_server.llm.base import LLMClient
@@ -40,6 +41,9 @@ class AgentDeps:
     """Where the turn reports its steps (tool calls, compactions, approvals) for tracing; the null hooks when off."""
     project: ProjectContext | None = None
     """The workspace's instructions and skills; None: none are read (the system prompt has neither)."""
+    progress: ProgressKeeper | None = None
+    """Writes the running turn's record to the store as it goes (`agent.progress`); None: only its start and its
+    end are written."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,6 @@ import anyio.lowlevel
 
 from agent_server.agent.context import AgentDeps, TurnRequest
 from agent_server.agent.loop import drive
-from agent_server.agent.progress import keep_progress
 from agent_server.agent.turn_state import TurnState
 from agent_server.errors import CANCELLED, INTERNAL_ERROR, STORE_ERROR, TIMED_OUT, AgentServerError, TurnLockLost
 from agent_server.events import DoneEvent, ErrorEvent, EventSink, TurnEvent, listening
@@ -75,23 +74,14 @@ def _log_ending(record: TurnRecord, error: ErrorInfo) -> None:
 async def _drive_keeping_progress(
     deps: AgentDeps, request: TurnRequest, state: TurnState, emit: EventSink, history: SessionHistory
 ) -> None:
-    """`_drive_with_timeout`, with the record written to the store as it goes (`agent.progress`). An error of
-    the loop is raised as it is, not in an exception group."""
-    interval = deps.settings.view.progress_interval_s
-    if interval <= 0:
+    """`_drive_with_timeout`, with the record written to the store as it goes by the runtime's progress keeper
+    (`agent.progress`), when it has one."""
+    keeper = deps.progress
+    if keeper is None:
         await _drive_with_timeout(deps, request, state, emit, history)
         return
-    failure: Exception | None = None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(keep_progress, deps.store, state, interval)
-        try:
-            await _drive_with_timeout(deps, request, state, emit, history)
-        except Exception as exc:
-            failure = exc
-        finally:
-            tg.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
+    with keeper.watching(deps.store, state):
+        await _drive_with_timeout(deps, request, state, emit, history)
 
 
 async def _drive_with_timeout(

@@ -97,6 +97,7 @@ from agent_server.types import (
 if TYPE_CHECKING:
     from agent_server.agent.context import AgentDeps
     from agent_server.agent.current_sessions import CurrentKey
+    from agent_server.agent.progress import ProgressKeeper
     from agent_server.approvals import ApprovalChannel
     from agent_server.llm.base import LLMClient
     from agent_server.mounts.config import MountConfig
@@ -190,6 +191,9 @@ class _Shared:
     view_url: str | None = None
     """Where this process serves the web view (`serve_view_at`), for the stderr line of a web question."""
     web: WebApprovals | None = None
+    progress: ProgressKeeper | None = None
+    """Writes every running turn's record to the store as it goes, while the runtime is entered with a
+    `view.progress_interval_s` above 0."""
 
 
 class _PublishedSink:
@@ -315,6 +319,12 @@ class AgentRuntime:
             heartbeat_s=self.settings.heartbeat_s,
         )
         self._shared.background = await stack.enter_async_context(background)
+        interval = self.settings.view.progress_interval_s
+        if interval > 0:
+            from agent_server.agent.progress import ProgressKeeper
+
+            keeper = self._shared.progress = ProgressKeeper(interval)
+            background.start_service(keeper.run)
         return self
 
     async def __aexit__(
@@ -326,7 +336,7 @@ class AgentRuntime:
         shared.entries -= 1
         if shared.entries:
             return None
-        shared.stack, shared.background, shared.tracing = None, None, None
+        shared.stack, shared.background, shared.tracing, shared.progress = None, None, None, None
         return await stack.__aexit__(exc_type, exc, tb)
 
     async def _close_store(self) -> None:
@@ -927,6 +937,7 @@ class AgentRuntime:
             tools=tools or parts.registry,
             telemetry=self._telemetry,
             project=guide,
+            progress=self._shared.progress,
         )
 
     @property

@@ -372,34 +372,37 @@ class WorkspaceToolset:
 
     def _resolve(self, raw: str, inline: bool) -> Path:
         """`raw` resolved for reading; `_TooLargeInline` when `inline` and the event loop may not resolve it."""
-        if inline and not self._plain(raw):
+        if not inline:
+            return self._paths.resolve_readable(raw)
+        path = self._plain(raw)
+        if path is None:
             raise _TooLargeInline
-        return self._paths.resolve_readable(raw)
+        return path
 
-    def _plain(self, raw: str) -> bool:
-        """Whether the event loop may resolve `raw`: at most `INLINE_DEPTH` components inside the root, no `..`, no
-        symlink on the way (resolving one could wait on wherever it leads: a hung network mount). One `lstat` a
-        component, which never follows a link."""
+    def _plain(self, raw: str) -> Path | None:
+        """The real path of `raw` when the event loop may resolve it, else None: at most `INLINE_DEPTH` components
+        inside the root, no `..`, no symlink on the way, the root's own included (resolving one could wait on
+        wherever it leads: a hung network mount). One `lstat` a component, which never follows a link; with no
+        link and no `..` the path as written is its real path."""
         root = self._paths.root
         candidate = Path(raw)
         if candidate.is_absolute():
             if not candidate.is_relative_to(root):
-                return False
+                return None
             candidate = candidate.relative_to(root)
         if "\x00" in raw or len(candidate.parts) > INLINE_DEPTH or ".." in candidate.parts:
-            return False
-        path = root
-        for part in candidate.parts:
-            path = path / part
+            return None
+        path = root.joinpath(*candidate.parts)
+        for step in itertools.accumulate(candidate.parts, lambda parent, part: parent / part, initial=root):
             try:
-                info = os.lstat(path)
+                info = os.lstat(step)
             except FileNotFoundError:
-                return True  # nothing further to follow: the resolution reports it
+                return path  # nothing further to follow: the call reports it
             except OSError:
-                return False
+                return None
             if stat.S_ISLNK(info.st_mode):
-                return False
-        return True
+                return None
+        return path
 
     def _describe_entry(self, entry: os.DirEntry[str]) -> dict[str, Any]:
         """Type and size of one entry; a symlink is described by its target when that is inside."""

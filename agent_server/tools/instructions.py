@@ -76,14 +76,13 @@ class InstructionLookup:
     """`instructions_max_bytes`."""
 
     def after(self, result: ToolResult) -> tuple[InstructionText, ...]:
+        """The files along the path `result` says its call worked on. That path is where the call really went
+        (a built-in tool reports its resolved path, relative to the root), so it is taken as it is; each file
+        on the way is still resolved and passed over when it leads outside (`_read`)."""
         path = _touched_path(result)
         if path is None:
             return ()
-        try:
-            target = (self.root / path).resolve()
-        except (OSError, RuntimeError):
-            return ()
-        return tuple(nested_instructions(self.root, target, self.names, self.max_bytes))
+        return tuple(nested_instructions(self.root, self.root / path, self.names, self.max_bytes))
 
 
 def _read(path: Path, root: Path, max_bytes: int) -> InstructionText | None:
