@@ -20,24 +20,30 @@ import math
 from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
 from agent_server.errors import AgentServerError
 
 if TYPE_CHECKING:  # the turn code is imported after start-up; the runtime makes its keeper as it is entered
-    from agent_server.agent.turn_state import TurnState
     from agent_server.store.base import SessionStore
     from agent_server.types import TurnRecord
 
 logger = logging.getLogger(__name__)
 
 
+class RunningTurn(Protocol):
+    """What the keeper reads of a turn (`agent.turn_state.TurnState`): its record as it is now."""
+
+    @property
+    def record(self) -> TurnRecord: ...
+
+
 @dataclass
 class _Watched:
     store: SessionStore
-    state: TurnState
+    state: RunningTurn
     written: TurnRecord
     """The record last written (at first the `running` one the turn began with)."""
     due: float
@@ -57,7 +63,7 @@ class ProgressKeeper:
         """Set when a turn is watched: the task, idle while none is, looks again."""
 
     @contextmanager
-    def watching(self, store: SessionStore, state: TurnState) -> Generator[None]:
+    def watching(self, store: SessionStore, state: RunningTurn) -> Generator[None]:
         """While the block runs, `state`'s record is written to `store` whenever it changed, at most every
         interval (the first time one interval after now)."""
         key = id(state)

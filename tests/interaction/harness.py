@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -27,16 +28,26 @@ class EventParams(BaseModel):
 
 
 class EventRecorder(ClientExtension):
-    """Opts in to full-fidelity events and records them."""
+    """Opts in to full-fidelity events and records them. The SDK client hands bound notifications to their
+    handler in a task of its own, so a call's result can arrive before its last events are recorded: a test
+    of the whole stream waits for the turn's `done` (`until_done`)."""
 
     identifier = EVENTS_EXTENSION
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        self._done: defaultdict[str, anyio.Event] = defaultdict(anyio.Event)
+
+    async def until_done(self, turn_id: str) -> None:
+        """Return once the `done` event of `turn_id` is recorded."""
+        await self._done[turn_id].wait()
 
     def notifications(self) -> list[NotificationBinding[Any]]:
         async def on_event(params: EventParams) -> None:
-            self.events.append(params.model_dump())
+            event = params.model_dump()
+            self.events.append(event)
+            if event["type"] == "done":
+                self._done[event["turn_id"]].set()
 
         return [NotificationBinding(method=EVENT_METHOD, params_type=EventParams, handler=on_event)]
 

@@ -29,6 +29,7 @@ async def test_opted_in_client_receives_every_event_kind_in_order(tmp_path: Path
         (prompts_dir / "style.md").write_text("Answer briefly.")
         with anyio.fail_after(5):
             result = await h.call("run_turn", {"prompt": "what is here?"})
+            await h.events.until_done(result.structured_content["turn_id"])
     events = h.events.events
     for event in events:
         AGENT_EVENT_ADAPTER.validate_python(event)  # every event matches schemas/event.json's models
