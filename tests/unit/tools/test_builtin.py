@@ -572,13 +572,17 @@ def test_a_fifo_swapped_in_after_the_size_check_never_blocks_the_loop(
     assert checks == ["pipe", "pipe"]
 
 
+def _swap_for_a_symlink(directory: Path, target: Path) -> None:
+    directory.rename(directory.with_name(f"{directory.name}-moved"))
+    directory.symlink_to(target)
+
+
 async def test_a_workspace_root_swapped_for_a_symlink_is_not_read_through(
     ws: Path, tools: WorkspaceToolset, tmp_path: Path
 ) -> None:
     """The root was resolved when the tools were made; a symlink put in its place later leads outside it, and a
     small call on the event loop (which takes a plain path as its real path) must see that too."""
-    ws.rename(tmp_path / "moved")
-    ws.symlink_to(tmp_path / "outside")
+    _swap_for_a_symlink(ws, tmp_path / "outside")
     failed(await call(tools, "read_file", path="secret.txt"), "outside the workspace")
     failed(await call(tools, "list_dir", path="."), "outside the workspace")
 
