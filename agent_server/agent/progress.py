@@ -16,7 +16,6 @@ stored record is `running`.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -82,7 +81,7 @@ class ProgressKeeper:
                 await self._arrived.wait()
                 self._arrived = anyio.Event()
                 continue
-            await anyio.sleep_until(min((watched.due for watched in self._watched.values()), default=math.inf))
+            await anyio.sleep_until(min(watched.due for watched in self._watched.values()))
             now = anyio.current_time()
             for watched in [w for w in self._watched.values() if w.due <= now]:
                 watched.due = now + self.interval_s

@@ -374,12 +374,12 @@ class WorkspaceToolset:
         """`raw` resolved for reading; `_TooLargeInline` when `inline` and the event loop may not resolve it."""
         if not inline:
             return self._paths.resolve_readable(raw)
-        path = self._plain(raw)
+        path = self._plain_path(raw)
         if path is None:
             raise _TooLargeInline
         return path
 
-    def _plain(self, raw: str) -> Path | None:
+    def _plain_path(self, raw: str) -> Path | None:
         """The real path of `raw` when the event loop may resolve it, else None: at most `INLINE_DEPTH` components
         inside the root, no `..`, no symlink on the way, the root's own included (resolving one could wait on
         wherever it leads: a hung network mount). One `lstat` a component, which never follows a link; with no
