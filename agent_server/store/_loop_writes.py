@@ -11,7 +11,7 @@ to a worker thread costs several times what SQLite does for them, so they run on
 - the database is free at once: the attempt runs with `busy_timeout = 0`, so a write lock held by another
   process (or by this store's own worker thread) is `SQLITE_BUSY` at once (`is_busy`), never a wait;
 - no checkpoint runs on the loop: the connection's automatic checkpoint is off, and the store checkpoints
-  in a worker thread once the WAL file passes `CHECKPOINT_WAL_BYTES`.
+  in a worker thread, on a connection of its own, every `sqlite.CHECKPOINT_EVERY_WRITES` writes.
 
 Anything else (a busy database, a large payload) runs the same transaction in a worker thread as before,
 with the normal `busy_timeout`. Durability is unchanged: WAL with `synchronous = NORMAL` (a commit writes
@@ -28,8 +28,6 @@ from agent_server.types import ContentPart, Message, TextPart, ToolCall, ToolRes
 LOOP_WRITE_MAX_CHARS = 32_768
 """The most characters of JSON (estimated) one transaction may write or read on the event loop: about
 0.1-0.2 ms of SQLite and pydantic work, far below the 1 ms rule."""
-CHECKPOINT_WAL_BYTES = 4 * 1024 * 1024
-"""The WAL size past which the store checkpoints (in a worker thread): SQLite's own default is 1,000 pages."""
 _NODE_CHARS = 16
 """What a message or call counts at least, beyond its text."""
 _RECORD_ITEM_CHARS = 256

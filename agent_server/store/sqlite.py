@@ -80,8 +80,11 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CHECKPOINT_EVERY_WRITES = 256
-"""Write transactions between two checkpoints (run in a worker thread; a turn writes a few WAL pages, so about
-SQLite's own default of 1,000 pages)."""
+"""Write transactions between two checkpoints (a turn writes a few WAL pages, so about SQLite's own default of
+1,000 pages). A checkpoint runs in a worker thread on a connection of its own, one at a time: a PASSIVE one takes
+no lock a writer needs, so the store's writes, on the loop too, go on meanwhile. (On the store's connection, under
+its lock, it sent every write of a burst of turns to a worker thread for as long as it ran: 15-20% of the CPU of
+a turn in a burst, `bench/README.md` "Part 8".)"""
 
 
 class _Deferred(Exception):
@@ -91,14 +94,22 @@ class _Deferred(Exception):
 class SqliteStore:
     """The `SessionStore` on SQLite. Construct with `await SqliteStore.open(state_dir)`."""
 
-    def __init__(self, conn: sqlite3.Connection, owner: OwnerLock, turn_locks: TurnLockFiles) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, owner: OwnerLock, turn_locks: TurnLockFiles) -> None:
         self._conn: sqlite3.Connection | None = conn
+        self._path = path
         self._waits_when_busy = True  # `connect` set BUSY_WAIT
         self._owner = owner
         self._turn_locks = turn_locks
         self._lock = threading.Lock()
         self._writes = 0
-        """Write transactions since the last checkpoint."""
+        """Write transactions since the last checkpoint (a count a checkpoint resets without `_lock`: a write
+        counted meanwhile may be lost, and the next checkpoint comes one write later)."""
+        self._checkpointing = False
+        """A checkpoint is under way (set and read on the event loop): the writes that find one due meanwhile
+        start no other."""
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_conn: sqlite3.Connection | None = None
+        """The checkpoints' own connection (opened by the first; used and closed holding `_checkpoint_lock`)."""
         self._large_histories = LargeHistories()
         self._histories = HistoryCache()
         """The parsed live histories of recently begun sessions (used holding `_lock`)."""
@@ -131,7 +142,7 @@ class SqliteStore:
             owner.release()
             raise
         logger.debug("opened the session store in %s as instance %s", state_dir, owner.instance_id)
-        return cls(conn, owner, turn_locks)
+        return cls(conn, state_dir / "state.db", owner, turn_locks)
 
     @property
     def instance_id(self) -> str:
@@ -146,7 +157,7 @@ class SqliteStore:
                 with transaction(conn, write=write):
                     result = fn(conn)
                 if write:
-                    self._count_write(conn)
+                    self._writes += 1
                 return result
 
     def _busy_waits(self, conn: sqlite3.Connection, wait: bool) -> None:
@@ -162,18 +173,13 @@ class SqliteStore:
             raise StoreError("the session store is closed")
         return self._conn
 
-    def _count_write(self, conn: sqlite3.Connection) -> None:
-        """Count a committed write; checkpoint (in the caller's worker thread) when one is due."""
-        self._writes += 1
-        if self._writes >= CHECKPOINT_EVERY_WRITES:
-            self._writes = 0
-            checkpoint(conn)
-
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await anyio.to_thread.run_sync(self._locked, fn, False)
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await anyio.to_thread.run_sync(self._locked, fn, True)
+        result = await anyio.to_thread.run_sync(self._locked, fn, True)
+        await self._checkpoint_if_due()
+        return result
 
     async def _small_write(self, fn: Callable[[sqlite3.Connection, bool], T], *, fits: bool) -> T:
         """`fn` in one write transaction: on the event loop when `fits` (the payload is small) and the database
@@ -185,8 +191,7 @@ class SqliteStore:
             except _Deferred:
                 pass
             else:
-                if self._writes >= CHECKPOINT_EVERY_WRITES:
-                    await anyio.to_thread.run_sync(self._checkpoint)
+                await self._checkpoint_if_due()
                 return result
         return await self._write(lambda conn: fn(conn, False))
 
@@ -209,12 +214,30 @@ class SqliteStore:
         finally:
             self._lock.release()
 
+    async def _checkpoint_if_due(self) -> None:
+        """Checkpoint (see `CHECKPOINT_EVERY_WRITES`) when one is due and none runs; the write that finds it due
+        waits for it, the others go on."""
+        if self._writes < CHECKPOINT_EVERY_WRITES or self._checkpointing:
+            return
+        self._checkpointing = True
+        try:
+            await anyio.to_thread.run_sync(self._checkpoint)
+        finally:
+            self._checkpointing = False
+
     def _checkpoint(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._writes >= CHECKPOINT_EVERY_WRITES:
-                self._writes = 0
-                with _store_errors():
-                    checkpoint(self._conn)
+        """A failed checkpoint fails no write (each was committed already): it is logged, and the next write
+        tries again."""
+        with self._checkpoint_lock:
+            if self._conn is None:  # closed
+                return
+            self._writes = 0
+            try:
+                if self._checkpoint_conn is None:
+                    self._checkpoint_conn = connect(self._path)
+                checkpoint(self._checkpoint_conn)
+            except sqlite3.Error as exc:
+                logger.warning("could not checkpoint the session store: %s", exc)
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -544,7 +567,12 @@ class SqliteStore:
         """Close the database and release this instance's liveness lock. Idempotent."""
 
         def run() -> None:
-            with self._lock:
+            # Both locks (neither holder takes the other's): after a running checkpoint, and `_conn = None` tells
+            # a later one the store is closed.
+            with self._checkpoint_lock, self._lock:
+                if self._checkpoint_conn is not None:
+                    self._checkpoint_conn.close()
+                    self._checkpoint_conn = None
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None

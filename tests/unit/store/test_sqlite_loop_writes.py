@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,54 @@ async def test_the_store_checkpoints_in_a_worker_thread_every_so_many_writes(
         await store.create_session(title="t", metadata={})
     assert len(checkpoints) == 2
     await store.close()
+
+
+class HeldCheckpoint:
+    """`checkpoint` as the store module sees it, held in its worker thread until `release`d; counts its calls."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        self.started = threading.Event()
+        self._release = threading.Event()
+        shipped = sqlite_store.checkpoint
+
+        def held(conn: sqlite3.Connection) -> None:
+            self.calls += 1
+            self.started.set()
+            self._release.wait(10)
+            shipped(conn)
+
+        monkeypatch.setattr(sqlite_store, "checkpoint", held)
+
+    def release(self) -> None:
+        self._release.set()
+
+
+async def test_a_running_checkpoint_leaves_the_writes_on_the_loop_and_runs_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hops: Hops
+) -> None:
+    held = HeldCheckpoint(monkeypatch)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_WRITES", 2)
+    store = await SqliteStore.open(tmp_path)
+
+    async def create() -> None:
+        await store.create_session(title="t", metadata={})
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                await create()
+                tg.start_soon(create)  # the second write: its checkpoint is due
+                await anyio.to_thread.run_sync(held.started.wait)
+                before = hops.count
+                for _ in range(4):  # the checkpoint runs meanwhile (on a connection of its own)
+                    await create()
+                assert hops.count == before  # none sent to a worker thread, none waiting for it
+                held.release()
+        assert held.calls == 1  # the writes past the count while it ran started no second one
+    finally:
+        held.release()
+        await store.close()
 
 
 def wide(count: int) -> dict[str, Any]:
