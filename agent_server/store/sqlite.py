@@ -226,8 +226,8 @@ class SqliteStore:
             self._checkpointing = False
 
     def _checkpoint(self) -> None:
-        """A failed checkpoint fails no write (each was committed already): it is logged, and the next write
-        tries again."""
+        """A failed checkpoint fails no write (each was committed already): it is logged, and the next one is due
+        `CHECKPOINT_EVERY_WRITES` writes later."""
         with self._checkpoint_lock:
             if self._conn is None:  # closed
                 return

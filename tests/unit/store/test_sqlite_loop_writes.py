@@ -215,6 +215,23 @@ async def test_a_running_checkpoint_leaves_the_writes_on_the_loop_and_runs_once(
         await store.close()
 
 
+async def test_a_failed_checkpoint_fails_no_write_and_is_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def failing(conn: sqlite3.Connection) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(sqlite_store, "checkpoint", failing)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_WRITES", 1)
+    store = await SqliteStore.open(tmp_path)
+    try:
+        session = await store.create_session(title="t", metadata={})
+        assert (await store.get_session(session.session_id)).title == "t"
+        assert "could not checkpoint the session store: disk I/O error" in caplog.text
+    finally:
+        await store.close()
+
+
 def wide(count: int) -> dict[str, Any]:
     return {"items": [{"n": i} for i in range(count)]}
 
