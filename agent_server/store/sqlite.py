@@ -236,8 +236,12 @@ class SqliteStore:
                 if self._checkpoint_conn is None:
                     self._checkpoint_conn = connect(self._path)
                 checkpoint(self._checkpoint_conn)
-            except sqlite3.Error as exc:
-                logger.warning("could not checkpoint the session store: %s", exc)
+            except sqlite3.Error as exc:  # another process checkpointing now is no news; anything else is
+                logger.log(
+                    logging.DEBUG if is_busy(exc) else logging.WARNING,
+                    "could not checkpoint the session store: %s",
+                    exc,
+                )
 
     # --- sessions -----------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -215,19 +216,38 @@ async def test_a_running_checkpoint_leaves_the_writes_on_the_loop_and_runs_once(
         await store.close()
 
 
+@pytest.mark.parametrize(
+    ("reason", "code", "level"),
+    [
+        ("disk I/O error", sqlite3.SQLITE_IOERR, logging.WARNING),
+        ("database is locked", sqlite3.SQLITE_BUSY, logging.DEBUG),
+    ],
+)
 async def test_a_failed_checkpoint_fails_no_write_and_is_logged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    reason: str,
+    code: int,
+    level: int,
 ) -> None:
+    """Another process checkpointing at the same moment (busy) is logged at DEBUG only."""
+
     def failing(conn: sqlite3.Connection) -> None:
-        raise sqlite3.OperationalError("disk I/O error")
+        exc = sqlite3.OperationalError(reason)
+        exc.sqlite_errorcode = code
+        raise exc
 
     monkeypatch.setattr(sqlite_store, "checkpoint", failing)
     monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_WRITES", 1)
+    caplog.set_level(logging.DEBUG, logger=sqlite_store.__name__)
     store = await SqliteStore.open(tmp_path)
     try:
         session = await store.create_session(title="t", metadata={})
         assert (await store.get_session(session.session_id)).title == "t"
-        assert "could not checkpoint the session store: disk I/O error" in caplog.text
+        logged = [r for r in caplog.records if "could not checkpoint the session store" in r.getMessage()]
+        assert logged and {r.levelno for r in logged} == {level}
+        assert reason in logged[0].getMessage()
     finally:
         await store.close()
 
