@@ -85,6 +85,12 @@ CHECKPOINT_EVERY_WRITES = 256
 no lock a writer needs, so the store's writes, on the loop too, go on meanwhile. (On the store's connection, under
 its lock, it sent every write of a burst of turns to a worker thread for as long as it ran: 15-20% of the CPU of
 a turn in a burst, `bench/README.md` "Part 8".)"""
+WAL_CATCH_UP_FRAMES = 4_096
+"""WAL frames (pages, 4 KiB each) from which a checkpoint is run a second time holding the store's lock. The next
+write starts the WAL over only when a checkpoint copied every frame, and writes made while a checkpoint runs on
+its own connection are not copied: in a burst that never pauses, the WAL would grow without bound (a burst of 200
+turns at a time took it to 9,500 frames, 39 MB, before a pause let it start over). The second run copies only
+what was written meanwhile, so this process's writes wait briefly (those on the loop go to a thread)."""
 
 
 class _Deferred(Exception):
@@ -235,7 +241,10 @@ class SqliteStore:
             try:
                 if self._checkpoint_conn is None:
                     self._checkpoint_conn = connect(self._path)
-                checkpoint(self._checkpoint_conn)
+                frames, _ = checkpoint(self._checkpoint_conn)
+                if frames >= WAL_CATCH_UP_FRAMES:
+                    with self._lock:  # nothing is written meanwhile: the WAL starts over at the next write
+                        checkpoint(self._checkpoint_conn)
             except sqlite3.Error as exc:  # another process checkpointing now is no news; anything else is
                 logger.log(
                     logging.DEBUG if is_busy(exc) else logging.WARNING,

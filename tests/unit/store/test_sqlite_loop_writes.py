@@ -155,9 +155,9 @@ async def test_the_store_checkpoints_in_a_worker_thread_every_so_many_writes(
     checkpoints: list[bool] = []
     shipped = sqlite_store.checkpoint
 
-    def counted(conn: sqlite3.Connection) -> None:
+    def counted(conn: sqlite3.Connection) -> tuple[int, int]:
         checkpoints.append(True)
-        shipped(conn)
+        return shipped(conn)
 
     monkeypatch.setattr(sqlite_store, "checkpoint", counted)
     monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_WRITES", 3)
@@ -177,11 +177,11 @@ class HeldCheckpoint:
         self._release = threading.Event()
         shipped = sqlite_store.checkpoint
 
-        def held(conn: sqlite3.Connection) -> None:
+        def held(conn: sqlite3.Connection) -> tuple[int, int]:
             self.calls += 1
             self.started.set()
             self._release.wait(10)
-            shipped(conn)
+            return shipped(conn)
 
         monkeypatch.setattr(sqlite_store, "checkpoint", held)
 
@@ -233,7 +233,7 @@ async def test_a_failed_checkpoint_fails_no_write_and_is_logged(
 ) -> None:
     """Another process checkpointing at the same moment (busy) is logged at DEBUG only."""
 
-    def failing(conn: sqlite3.Connection) -> None:
+    def failing(conn: sqlite3.Connection) -> tuple[int, int]:
         exc = sqlite3.OperationalError(reason)
         exc.sqlite_errorcode = code
         raise exc
@@ -248,6 +248,35 @@ async def test_a_failed_checkpoint_fails_no_write_and_is_logged(
         logged = [r for r in caplog.records if "could not checkpoint the session store" in r.getMessage()]
         assert logged and {r.levelno for r in logged} == {level}
         assert reason in logged[0].getMessage()
+    finally:
+        await store.close()
+
+
+async def test_a_checkpoint_of_a_wal_past_the_bound_runs_again_holding_the_store_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The WAL starts over only after a checkpoint that copied every frame: with the WAL past
+    `WAL_CATCH_UP_FRAMES`, the checkpoint runs again with this process's writes held back."""
+    store = await SqliteStore.open(tmp_path)
+    held: list[bool] = []
+    shipped = sqlite_store.checkpoint
+
+    def overtaken(conn: sqlite3.Connection) -> tuple[int, int]:
+        held.append(store._lock.locked())  # pyright: ignore[reportPrivateUsage]
+        frames, copied = shipped(conn)
+        return (frames, copied) if held[-1] else (frames + 10, copied)  # the first one: frames written meanwhile
+
+    monkeypatch.setattr(sqlite_store, "checkpoint", overtaken)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_WRITES", 2)
+    monkeypatch.setattr(sqlite_store, "WAL_CATCH_UP_FRAMES", 1)
+    try:
+        for _ in range(2):
+            await store.create_session(title="t", metadata={})
+        assert held == [False, True]
+        monkeypatch.setattr(sqlite_store, "WAL_CATCH_UP_FRAMES", 10**9)  # below the bound: no second run
+        for _ in range(2):
+            await store.create_session(title="t", metadata={})
+        assert held == [False, True, False]
     finally:
         await store.close()
 
