@@ -89,8 +89,9 @@ WAL_CATCH_UP_FRAMES = 4_096
 """WAL frames (pages, 4 KiB each) from which a checkpoint is run a second time holding the store's lock. The next
 write starts the WAL over only when a checkpoint copied every frame, and writes made while a checkpoint runs on
 its own connection are not copied: in a burst that never pauses, the WAL would grow without bound (a burst of 200
-turns at a time took it to 9,500 frames, 39 MB, before a pause let it start over). The second run copies only
-what was written meanwhile, so this process's writes wait briefly (those on the loop go to a thread)."""
+turns at a time took it to 9,500 frames, 39 MB, before a pause let it start over; the HTTP burst past 70 MB).
+The second run copies only what was written meanwhile; this process's writes wait for it (those on the loop on
+the loop: a hop to a worker thread each cost more, `bench/README.md` "Part 8")."""
 
 
 class _Deferred(Exception):
@@ -113,6 +114,8 @@ class SqliteStore:
         self._checkpointing = False
         """A checkpoint is under way (set and read on the event loop): the writes that find one due meanwhile
         start no other."""
+        self._catching_up: anyio.Event | None = None
+        """Set while a checkpoint holds `_lock` (`WAL_CATCH_UP_FRAMES`): writes on the loop wait for its end."""
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_conn: sqlite3.Connection | None = None
         """The checkpoints' own connection (opened by the first; used and closed holding `_checkpoint_lock`)."""
@@ -192,6 +195,8 @@ class SqliteStore:
         is free at once, else in a worker thread. `fn`'s second argument says it runs on the loop (then it
         raises `HistoryTooLarge` rather than read much); the thread runs it again from the start."""
         if fits:
+            while (catching_up := self._catching_up) is not None:  # cheaper than a hop to wait behind it in
+                await catching_up.wait()
             try:
                 result = self._on_loop(fn)
             except _Deferred:
@@ -222,35 +227,45 @@ class SqliteStore:
 
     async def _checkpoint_if_due(self) -> None:
         """Checkpoint (see `CHECKPOINT_EVERY_WRITES`) when one is due and none runs; the write that finds it due
-        waits for it, the others go on."""
+        waits for it, the others go on (but for a catch-up, `WAL_CATCH_UP_FRAMES`, which they wait for)."""
         if self._writes < CHECKPOINT_EVERY_WRITES or self._checkpointing:
             return
         self._checkpointing = True
         try:
-            await anyio.to_thread.run_sync(self._checkpoint)
+            self._writes = 0
+            frames = await anyio.to_thread.run_sync(self._checkpoint, False)
+            if frames >= WAL_CATCH_UP_FRAMES:
+                self._catching_up = catching_up = anyio.Event()
+                try:
+                    await anyio.to_thread.run_sync(self._checkpoint, True)
+                finally:
+                    self._catching_up = None
+                    catching_up.set()
         finally:
             self._checkpointing = False
 
-    def _checkpoint(self) -> None:
-        """A failed checkpoint fails no write (each was committed already): it is logged, and the next one is due
+    def _checkpoint(self, hold_writes: bool) -> int:
+        """One PASSIVE checkpoint on the checkpoints' own connection (holding `_lock` with `hold_writes`: nothing is
+        written meanwhile, so the WAL starts over at the next write); the frames it found in the WAL. A failed
+        checkpoint fails no write (each was committed already): it is logged, and the next one is due
         `CHECKPOINT_EVERY_WRITES` writes later."""
         with self._checkpoint_lock:
             if self._conn is None:  # closed
-                return
-            self._writes = 0
+                return 0
             try:
                 if self._checkpoint_conn is None:
                     self._checkpoint_conn = connect(self._path)
-                frames, _ = checkpoint(self._checkpoint_conn)
-                if frames >= WAL_CATCH_UP_FRAMES:
-                    with self._lock:  # nothing is written meanwhile: the WAL starts over at the next write
-                        checkpoint(self._checkpoint_conn)
+                if not hold_writes:
+                    return checkpoint(self._checkpoint_conn)[0]
+                with self._lock:
+                    return checkpoint(self._checkpoint_conn)[0]
             except sqlite3.Error as exc:  # another process checkpointing now is no news; anything else is
                 logger.log(
                     logging.DEBUG if is_busy(exc) else logging.WARNING,
                     "could not checkpoint the session store: %s",
                     exc,
                 )
+                return 0
 
     # --- sessions -----------------------------------------------------------------------
 

@@ -281,6 +281,43 @@ async def test_a_checkpoint_of_a_wal_past_the_bound_runs_again_holding_the_store
         await store.close()
 
 
+async def test_a_write_on_the_loop_waits_for_a_catch_up_on_the_loop_not_in_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hops: Hops
+) -> None:
+    store = await SqliteStore.open(tmp_path)
+    catching_up = threading.Event()
+    release = threading.Event()
+    shipped = sqlite_store.checkpoint
+
+    def slow_catch_up(conn: sqlite3.Connection) -> tuple[int, int]:
+        if store._lock.locked():  # pyright: ignore[reportPrivateUsage]
+            catching_up.set()
+            release.wait(10)
+        frames, copied = shipped(conn)
+        return frames + sqlite_store.WAL_CATCH_UP_FRAMES, copied
+
+    monkeypatch.setattr(sqlite_store, "checkpoint", slow_catch_up)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_WRITES", 1)
+
+    async def create() -> None:
+        await store.create_session(title="t", metadata={})
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(create)  # its checkpoint finds the WAL past the bound: a catch-up follows
+                await anyio.to_thread.run_sync(catching_up.wait)
+                before = hops.count
+                tg.start_soon(create)
+                await wait_all_tasks_blocked()
+                assert hops.count == before  # waiting on the loop, not sent to a thread
+                release.set()
+            assert hops.count == before + 2  # then written on the loop; its own checkpoint and catch-up hop
+    finally:
+        release.set()
+        await store.close()
+
+
 def wide(count: int) -> dict[str, Any]:
     return {"items": [{"n": i} for i in range(count)]}
 
