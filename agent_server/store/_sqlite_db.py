@@ -136,11 +136,11 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def checkpoint(conn: sqlite3.Connection) -> tuple[int, int]:
+def checkpoint(conn: sqlite3.Connection) -> int:
     """Copy the WAL into the database as far as no reader needs it (PASSIVE: never waits for one); the frames
-    in the WAL and the frames copied (both -1 when the database is not in WAL mode)."""
+    the WAL held (-1 when the database is not in WAL mode)."""
     row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    return (-1, -1) if row is None else (int(row[1]), int(row[2]))
+    return -1 if row is None else int(row[1])
 
 
 def migrate(conn: sqlite3.Connection) -> None:

@@ -90,8 +90,8 @@ WAL_CATCH_UP_FRAMES = 4_096
 write starts the WAL over only when a checkpoint copied every frame, and writes made while a checkpoint runs on
 its own connection are not copied: in a burst that never pauses, the WAL would grow without bound (a burst of 200
 turns at a time took it to 9,500 frames, 39 MB, before a pause let it start over; the HTTP burst past 70 MB).
-The second run copies only what was written meanwhile; this process's writes wait for it (those on the loop on
-the loop: a hop to a worker thread each cost more, `bench/README.md` "Part 8")."""
+The second run copies only what was written meanwhile; this process's writes wait for it, those on the loop
+without leaving it (a hop to a worker thread each cost more, `bench/README.md` "Part 8")."""
 
 
 class _Deferred(Exception):
@@ -109,8 +109,8 @@ class SqliteStore:
         self._turn_locks = turn_locks
         self._lock = threading.Lock()
         self._writes = 0
-        """Write transactions since the last checkpoint (a count a checkpoint resets without `_lock`: a write
-        counted meanwhile may be lost, and the next checkpoint comes one write later)."""
+        """Write transactions since the last checkpoint (reset on the loop without `_lock`: a write a thread counts
+        meanwhile may be lost, and the next checkpoint comes one write later)."""
         self._checkpointing = False
         """A checkpoint is under way (set and read on the event loop): the writes that find one due meanwhile
         start no other."""
@@ -195,7 +195,7 @@ class SqliteStore:
         is free at once, else in a worker thread. `fn`'s second argument says it runs on the loop (then it
         raises `HistoryTooLarge` rather than read much); the thread runs it again from the start."""
         if fits:
-            while (catching_up := self._catching_up) is not None:  # cheaper than a hop to wait behind it in
+            while (catching_up := self._catching_up) is not None:  # cheaper than a hop to a thread that waits
                 await catching_up.wait()
             try:
                 result = self._on_loop(fn)
@@ -256,9 +256,9 @@ class SqliteStore:
                 if self._checkpoint_conn is None:
                     self._checkpoint_conn = connect(self._path)
                 if not hold_writes:
-                    return checkpoint(self._checkpoint_conn)[0]
+                    return checkpoint(self._checkpoint_conn)
                 with self._lock:
-                    return checkpoint(self._checkpoint_conn)[0]
+                    return checkpoint(self._checkpoint_conn)
             except sqlite3.Error as exc:  # another process checkpointing now is no news; anything else is
                 logger.log(
                     logging.DEBUG if is_busy(exc) else logging.WARNING,

@@ -155,7 +155,7 @@ async def test_the_store_checkpoints_in_a_worker_thread_every_so_many_writes(
     checkpoints: list[bool] = []
     shipped = sqlite_store.checkpoint
 
-    def counted(conn: sqlite3.Connection) -> tuple[int, int]:
+    def counted(conn: sqlite3.Connection) -> int:
         checkpoints.append(True)
         return shipped(conn)
 
@@ -177,7 +177,7 @@ class HeldCheckpoint:
         self._release = threading.Event()
         shipped = sqlite_store.checkpoint
 
-        def held(conn: sqlite3.Connection) -> tuple[int, int]:
+        def held(conn: sqlite3.Connection) -> int:
             self.calls += 1
             self.started.set()
             self._release.wait(10)
@@ -233,7 +233,7 @@ async def test_a_failed_checkpoint_fails_no_write_and_is_logged(
 ) -> None:
     """Another process checkpointing at the same moment (busy) is logged at DEBUG only."""
 
-    def failing(conn: sqlite3.Connection) -> tuple[int, int]:
+    def failing(conn: sqlite3.Connection) -> int:
         exc = sqlite3.OperationalError(reason)
         exc.sqlite_errorcode = code
         raise exc
@@ -261,10 +261,10 @@ async def test_a_checkpoint_of_a_wal_past_the_bound_runs_again_holding_the_store
     held: list[bool] = []
     shipped = sqlite_store.checkpoint
 
-    def overtaken(conn: sqlite3.Connection) -> tuple[int, int]:
+    def overtaken(conn: sqlite3.Connection) -> int:
         held.append(store._lock.locked())  # pyright: ignore[reportPrivateUsage]
-        frames, copied = shipped(conn)
-        return (frames, copied) if held[-1] else (frames + 10, copied)  # the first one: frames written meanwhile
+        frames = shipped(conn)
+        return frames if held[-1] else frames + 10  # the first one: frames written meanwhile
 
     monkeypatch.setattr(sqlite_store, "checkpoint", overtaken)
     monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_WRITES", 2)
@@ -289,12 +289,11 @@ async def test_a_write_on_the_loop_waits_for_a_catch_up_on_the_loop_not_in_a_thr
     release = threading.Event()
     shipped = sqlite_store.checkpoint
 
-    def slow_catch_up(conn: sqlite3.Connection) -> tuple[int, int]:
+    def slow_catch_up(conn: sqlite3.Connection) -> int:
         if store._lock.locked():  # pyright: ignore[reportPrivateUsage]
             catching_up.set()
             release.wait(10)
-        frames, copied = shipped(conn)
-        return frames + sqlite_store.WAL_CATCH_UP_FRAMES, copied
+        return shipped(conn) + sqlite_store.WAL_CATCH_UP_FRAMES
 
     monkeypatch.setattr(sqlite_store, "checkpoint", slow_catch_up)
     monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY_WRITES", 1)
