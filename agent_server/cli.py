@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent_server.collector import pause_for_start, resume_after_start
 from agent_server.errors import ConfigError, StoreError
 from agent_server.version import version
 
@@ -95,7 +96,14 @@ class _PrintVersion(argparse.Action):
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    pause_for_start()  # until the runtime is entered; `finally`: whatever way the command ends before that
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    finally:
+        resume_after_start()
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["view"]:
         return _view_main(argv[1:])
     parser = build_parser()

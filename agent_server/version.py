@@ -12,8 +12,21 @@ UNKNOWN = "0.0.0"
 
 @cache
 def version() -> str:
-    """The installed package's version, or `UNKNOWN`."""
+    """The installed package's version, or `UNKNOWN`.
+
+    Read off the metadata's `Version` header, which comes before the first blank line: `metadata.version` parses
+    the whole file with the email parser (the README is in it as the long description: 150 KB and 2-3 ms of the
+    server's start, once, `bench/first_turn.py`).
+    """
     try:
-        return metadata.version(NAME)
+        dist = metadata.distribution(NAME)
     except metadata.PackageNotFoundError:
         return UNKNOWN
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    for line in text.splitlines():
+        if not line:
+            break
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "version":
+            return value.strip()
+    return dist.version

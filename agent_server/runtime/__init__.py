@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from agent_server.collector import resume_after_start
 from agent_server.errors import AgentServerError, InvalidArgument, SessionNotFound, TurnLockLost, TurnNotFound
 from agent_server.events import AgentEvent, EventIds, EventSink, listening
 from agent_server.ids import check_ids
@@ -288,6 +289,7 @@ class AgentRuntime:
         self._shared.entries += 1
         if self._shared.entries > 1:
             return self
+        resume_after_start()
         stack = AsyncExitStack()
         await stack.__aenter__()
         self._shared.stack = stack

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent_server.collector import paused as collector_paused
 from agent_server.errors import InvalidArgument, SessionNotFound
 from agent_server.settings import Settings
 from agent_server.types import SessionInfo
@@ -82,6 +83,7 @@ TURN_MODULES = (
     "agent_server.agent.turns",
     "agent_server.store.sqlite",
     "agent_server.tools.builtin",
+    "agent_server.tools.guidance",
     "agent_server.tools.registry",
 )
 """What the first turn imports (with what they import): loaded ahead by `prepare`."""
@@ -112,9 +114,10 @@ async def hold_session(
 
 
 def import_turn_code() -> None:
-    """Import what the first turn needs (in a worker thread: imports take tens of ms)."""
-    for name in TURN_MODULES:
-        importlib.import_module(name)
+    """Import what the first turn needs (in a worker thread: imports take tens of ms), the collector paused."""
+    with collector_paused():
+        for name in TURN_MODULES:
+            importlib.import_module(name)
 
 
 def ignore_wait(_what: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import anyio
@@ -147,7 +148,7 @@ def test_version_is_the_one_every_door_reports(capsys: pytest.CaptureFixture[str
     assert exited.value.code == 0
     out = capsys.readouterr()
     assert out.err == f"agent-server {version()}\n" and out.out == ""  # stdout is the wire
-    assert client_info().version == version()
+    assert client_info().version == version() == metadata.version("agent-server")  # read off the header alone
 
 
 def test_the_log_level_is_taken_in_any_case_and_a_wrong_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
