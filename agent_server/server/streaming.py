@@ -26,7 +26,6 @@ from mcp.server import ServerRequestContext
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from pydantic import ConfigDict
 
-from agent_server.doors.show import describe
 from agent_server.doors.stream import EventStream
 from agent_server.events import AgentEvent, EventIds, StatusEvent, TokenEvent
 
@@ -162,6 +161,8 @@ class EventStreamer:
         await self._stream.flush()
 
     async def _send(self, event: AgentEvent) -> None:
+        from agent_server.doors.show import describe  # here: a turn whose caller asked for no progress needs none
+
         async with self._send_lock:
             await self._report(describe(event))
             if self._full:
