@@ -5,8 +5,6 @@ The loop produces them; `server/streaming.py` turns each into a `notifications/p
 Every event carries the turn's `turn_id`, `session_id` and `trace_id`.
 """
 
-from __future__ import annotations
-
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Literal, TypedDict
 

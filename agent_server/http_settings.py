@@ -4,12 +4,10 @@ Parts of `agent_server.settings.Settings` (keys `auth` and `http`), in a module 
 transport reads them (`agent_server.server.http_app`), and nothing here is imported on the stdio path.
 """
 
-from __future__ import annotations
-
 import json
 import re
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -87,7 +85,7 @@ class AuthSettings(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _add_tokens_file(self) -> AuthSettings:
+    def _add_tokens_file(self) -> Self:
         if self.tokens_file is not None:
             more = _checked_tokens(_read_tokens_file(self.tokens_file), where=str(self.tokens_file))
             if twice := sorted(set(self.tokens) & set(more)):

@@ -8,13 +8,11 @@ never a setting; `OPENAI_BASE_URL` over `openai.base_url`; `AGENT_SERVER_MODEL`)
 `agent_server.runtime`.
 """
 
-from __future__ import annotations
-
 import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import (
     BaseModel,
@@ -152,7 +150,7 @@ class AnthropicOptions(BaseModel):
     """Merged into every request body last (e.g. `{"top_k": 40}`)."""
 
     @model_validator(mode="after")
-    def _budget_below_max_tokens(self) -> AnthropicOptions:
+    def _budget_below_max_tokens(self) -> Self:
         budget = self.thinking_budget_tokens
         if budget is not None and budget >= self.max_tokens:
             raise ValueError(f"thinking_budget_tokens ({budget}) must be below max_tokens ({self.max_tokens})")
@@ -467,7 +465,7 @@ class Settings(BaseModel):
         return {config.name: config for config in configs}
 
     @model_validator(mode="after")
-    def _add_mcp_config_file(self, info: ValidationInfo) -> Settings:
+    def _add_mcp_config_file(self, info: ValidationInfo) -> Self:
         if self.mcp_config is None:
             return self
         try:
@@ -517,7 +515,7 @@ class Settings(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _resolve_paths(self) -> Settings:
+    def _resolve_paths(self) -> Self:
         workspace = self.workspace.expanduser().resolve()
         object.__setattr__(self, "workspace", workspace)
         state = self.state_dir.expanduser().resolve() if self.state_dir else workspace / ".agent_server"

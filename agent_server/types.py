@@ -6,8 +6,6 @@ results) because every provider we speak maps onto it; content is either plain t
 list of text and image parts so that tool results carrying images reach the model as images.
 """
 
-from __future__ import annotations
-
 import secrets
 import time
 import unicodedata
@@ -238,7 +236,7 @@ class ToolResult(_Model):
         the tool's own worker thread (None: not looked up). For the turn to pass on; neither stored nor sent."""
         return self._found_instructions
 
-    def noting(self, found: tuple[InstructionText, ...] | None) -> ToolResult:
+    def noting(self, found: tuple[InstructionText, ...] | None) -> "ToolResult":
         """This result, just made, with `found_instructions` set (kept by `model_copy`)."""
         self._found_instructions = found
         return self
@@ -278,7 +276,7 @@ class Usage(_Model):
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
 
-    def __add__(self, other: Usage) -> Usage:
+    def __add__(self, other: "Usage") -> "Usage":
         """Known counts add up; a count stays None only when neither side knows it. A cost stays unknown once
         a side that used tokens has no cost: a sum that left it out would look like the whole."""
         return Usage(

@@ -6,8 +6,6 @@ through `on_text` as it arrives; the response still carries the whole text. Fail
 `agent_server.errors.ModelError`; cancellation propagates.
 """
 
-from __future__ import annotations
-
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 

@@ -47,14 +47,12 @@ top-level `"when_exhausted"`:
 they stay unique across replays. `"repeat_last"` and `"cycle"` need at least one response.
 """
 
-from __future__ import annotations
-
 import json
 import re
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, Self, cast, get_args
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -115,7 +113,7 @@ class ScriptedResponse(_Strict):
     expect_contains: str | list[str] | None = None
 
     @model_validator(mode="after")
-    def _error_stands_alone(self) -> ScriptedResponse:
+    def _error_stands_alone(self) -> Self:
         extras = (self.tool_calls, self.reasoning is not None, self.usage is not None, self.stop_reason is not None)
         if self.error is not None and any(extras):
             raise ValueError(
@@ -198,7 +196,7 @@ class ScriptedLLM:
         self._tool_calls = 0  # tool calls answered so far, for the generated ids
 
     @classmethod
-    def from_file(cls, path: Path | str) -> ScriptedLLM:
+    def from_file(cls, path: Path | str) -> "ScriptedLLM":
         """Load a script file `{"responses": [...]}`.
 
         Raises:

@@ -25,13 +25,11 @@ it is redacted (`agent_server.redaction`) from every error, log line and `agent_
 the credentials written in a URL (`user:password@`, query values).
 """
 
-from __future__ import annotations
-
 import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -101,7 +99,7 @@ class MountConfig(BaseModel):
                 yield key, value
 
     @model_validator(mode="after")
-    def _one_transport(self) -> MountConfig:
+    def _one_transport(self) -> Self:
         if (self.command is None) == (self.url is None):
             raise ValueError("needs exactly one of `command` (stdio) and `url` (Streamable HTTP)")
         if self.url is not None and not self.url.startswith(("http://", "https://")):

@@ -12,8 +12,6 @@ idle timer resets on progress keep the call alive. Once the turn has started it 
 event with phase `heartbeat`; before that (queued behind another turn, mounts starting) progress only.
 """
 
-from __future__ import annotations
-
 import logging
 from collections.abc import AsyncGenerator, Generator
 from contextlib import asynccontextmanager, contextmanager

@@ -8,8 +8,6 @@ message names the argument and says what is wrong: unknown arguments first, then
 a value of the wrong type or out of range.
 """
 
-from __future__ import annotations
-
 from typing import Any, TypeVar
 
 import pydantic

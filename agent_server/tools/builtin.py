@@ -21,8 +21,6 @@ matched in its first `SEARCH_LINE_MAX_CHARS` characters only, so one huge line c
 Compiling is bounded too (`patterns.py`: pattern length, counted repeats).
 """
 
-from __future__ import annotations
-
 import base64
 import contextlib
 import fnmatch
@@ -184,10 +182,10 @@ class WorkspaceToolset:
         options: ToolsOptions | None = None,
         state_dir: Path | None = None,
         environ: Mapping[str, str] | None = None,
-        sandbox: CommandSandbox | None = None,
+        sandbox: "CommandSandbox | None" = None,
         protected: Sequence[Path] = (),
-        skills: SkillSources | None = None,
-        instructions: InstructionLookup | None = None,
+        skills: "SkillSources | None" = None,
+        instructions: "InstructionLookup | None" = None,
     ) -> None:
         """`state_dir` and `protected` (the server's own config files) are protected paths of the write tools,
         beyond `options.protected_paths`; `environ` is where `run_command`'s minimal one comes from; `sandbox` is
@@ -251,7 +249,7 @@ class WorkspaceToolset:
         return {name: _Tool(WRITE_SPECS[name], WRITE_ARGUMENTS[name], run) for name, run in runs.items()}
 
     def _command_tools(
-        self, options: ToolsOptions, environ: Mapping[str, str], sandbox: CommandSandbox
+        self, options: ToolsOptions, environ: Mapping[str, str], sandbox: "CommandSandbox"
     ) -> dict[str, _Tool]:
         from agent_server.tools.command import CommandRunner, RunCommandArguments
 
@@ -444,7 +442,7 @@ class WorkspaceToolset:
         structured = {"pattern": pattern, "path": self._paths.rel(root), "matches": matches, "truncated": capped}
         return [TextPart(text="\n".join(lines))], structured
 
-    def _matches(self, compiled: regex.Pattern[str], root: Path, glob: str | None) -> Iterator[tuple[str, int, str]]:
+    def _matches(self, compiled: "regex.Pattern[str]", root: Path, glob: str | None) -> Iterator[tuple[str, int, str]]:
         import anyio.from_thread  # here: only a search needs it (1-2 ms of the first turn's imports otherwise)
 
         deadline = time.monotonic() + self._search_timeout_s
@@ -457,7 +455,7 @@ class WorkspaceToolset:
                 if self._search_line(compiled, line, deadline, f"{rel}:{number}"):
                     yield rel, number, line
 
-    def _search_line(self, compiled: regex.Pattern[str], line: str, deadline: float, where: str) -> bool:
+    def _search_line(self, compiled: "regex.Pattern[str]", line: str, deadline: float, where: str) -> bool:
         """Whether the line matches; ToolFailure naming the limit once the search's deadline passes."""
         try:
             # concurrent=True: the GIL is released while matching, so the event loop keeps serving.

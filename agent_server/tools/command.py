@@ -20,8 +20,6 @@ limit) is an error result, with the output it wrote until then. When `tools.sand
 bubblewrap does not work here, every command is an error result saying so, and nothing runs.
 """
 
-from __future__ import annotations
-
 import signal
 import subprocess
 from collections.abc import Mapping

@@ -8,8 +8,6 @@ call touches are looked up by the call itself (`instructions.InstructionLookup`)
 by a fresh scan too, so it answers for what is on disk now.
 """
 
-from __future__ import annotations
-
 import functools
 import os
 from dataclasses import dataclass

@@ -23,8 +23,6 @@ workspace are created. Content over `write_max_bytes` (and an edit whose file wo
 diff. It holds the whole file in memory, so files over `edit_max_bytes` are refused.
 """
 
-from __future__ import annotations
-
 import difflib
 import errno
 import os
@@ -182,7 +180,7 @@ class FileWriter:
             "nothing was written: write less, e.g. a smaller file"
         )
 
-    def _target(self, raw: str) -> _Target:
+    def _target(self, raw: str) -> "_Target":
         """Where a write to `raw` goes and what protects it; ToolFailure when it is outside, a directory, or
         protected (module docstring)."""
         path = self._paths.resolve(raw)
@@ -194,7 +192,7 @@ class FileWriter:
             raise ToolFailure(refusal(raw, judgement.entry))
         return _Target(path, path.relative_to(self._paths.root).parts, judgement)
 
-    def _writable(self, raw: str) -> _Target:
+    def _writable(self, raw: str) -> "_Target":
         """`_target`, and for an opted-in protected path, only when the user allowed this very call."""
         target = self._target(raw)
         if target.judgement.verdict == "ask" and not user_approved():

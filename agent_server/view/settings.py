@@ -4,8 +4,6 @@ often a running turn's stored state is refreshed for pages in other processes.
 A module of its own, light, with nothing of the page: the settings import it on every path (stdio included).
 """
 
-from __future__ import annotations
-
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator

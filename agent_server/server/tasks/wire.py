@@ -8,8 +8,6 @@ the extension: SEP-2663 forbids advertising both on one version), methods `tasks
 share names: each handler branches on the request's era.
 """
 
-from __future__ import annotations
-
 from typing import Any, cast
 
 import mcp_types as types
