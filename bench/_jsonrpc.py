@@ -150,9 +150,16 @@ class RpcServer:
     @classmethod
     @asynccontextmanager
     async def spawn(
-        cls, argv: list[str], cwd: Path, *, name: str = "server", capabilities: dict[str, Any] | None = None
+        cls,
+        argv: list[str],
+        cwd: Path,
+        *,
+        name: str = "server",
+        capabilities: dict[str, Any] | None = None,
+        timeout_s: float = TIMEOUT_S,
     ) -> AsyncGenerator[RpcServer]:
-        """Spawn `argv`, complete the handshake, serve requests until the block exits, then close stdin."""
+        """Spawn `argv`, complete the handshake (within `timeout_s`), serve requests until the block exits, then
+        close stdin."""
         with tempfile.TemporaryFile() as errlog:
             process = await anyio.open_process(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, cwd=cwd
@@ -161,7 +168,7 @@ class RpcServer:
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(server._read_loop)
-                    with anyio.fail_after(TIMEOUT_S):
+                    with anyio.fail_after(timeout_s):
                         server.initialize_result = await server.request(
                             "initialize",
                             {

@@ -66,6 +66,7 @@ def scripts(rounds_given: int | None, warmup_given: int | None) -> list[tuple[st
         ("relay_progress.py", [*rounds, *warmup]),
         ("whole_turn.py", [*rounds, *warmup]),
         ("first_turn.py", [*rounds, *warmup]),
+        ("first_turn_instructions.py", []),
         ("approval_gate.py", [*rounds, *warmup]),
         ("runtime_hops.py", rounds),
         ("end_of_input.py", [*rounds, *warmup]),

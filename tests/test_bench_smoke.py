@@ -7,10 +7,14 @@ run them all again). No timing assertions: the figures themselves are for bench/
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
@@ -277,6 +281,7 @@ def run_together(jobs: dict[str, list[str]]) -> dict[str, str]:
 
 
 SMOKED_ELSEWHERE = {
+    "first_turn_instructions.py",
     "spawn.py",
     "importtime.py",
     "code_size.py",
@@ -344,6 +349,27 @@ def test_spawn_text_and_json() -> None:
         assert key in r
     assert r["cores"]["cpu_count"] >= 1
     assert r["tools"]["baseline"] == 1 and r["tools"]["agent-server"] >= 1
+
+
+def test_first_turn_instructions_counts_both_sides_to_the_result() -> None:
+    # valgrind runs both servers about 50 times slower: the one bench smoke test that takes about a minute.
+    if shutil.which("callgrind_control") is None:
+        if os.environ.get("AGENT_SERVER_REQUIRE_VALGRIND") == "1":
+            pytest.fail("valgrind is not installed and AGENT_SERVER_REQUIRE_VALGRIND=1")
+        pytest.skip("valgrind is not installed (Debian's valgrind package)")
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "first_turn_instructions.py"), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, f"exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    r: dict[str, Any] = json.loads(proc.stdout)
+    counts = r["instructions"]
+    assert counts["baseline"] > 10**8 and counts["agent-server"] > counts["baseline"]  # a start is ~10^9
+    assert r["ratio"] == round(counts["agent-server"] / counts["baseline"], 3)
 
 
 def test_importtime_text_and_import_mode_json() -> None:
