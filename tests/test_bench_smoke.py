@@ -44,13 +44,13 @@ CODE_SIZE_LABELS = [
 ]
 
 
-def run(script: str, *args: str) -> str:
+def run(script: str, *args: str, timeout_s: float = 120) -> str:
     proc = subprocess.run(
         [sys.executable, str(BENCH / script), *args],
         capture_output=True,
         text=True,
         cwd=REPO,
-        timeout=120,
+        timeout=timeout_s,
         check=False,
     )
     assert proc.returncode == 0, f"{script} {args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
@@ -357,16 +357,7 @@ def test_first_turn_instructions_counts_both_sides_to_the_result() -> None:
         if os.environ.get("AGENT_SERVER_REQUIRE_VALGRIND") == "1":
             pytest.fail("valgrind is not installed and AGENT_SERVER_REQUIRE_VALGRIND=1")
         pytest.skip("valgrind is not installed (Debian's valgrind package)")
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "first_turn_instructions.py"), "--json"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, f"exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    r: dict[str, Any] = json.loads(proc.stdout)
+    r: dict[str, Any] = json.loads(run("first_turn_instructions.py", "--json", timeout_s=900))
     counts = r["instructions"]
     assert counts["baseline"] > 10**8 and counts["agent-server"] > counts["baseline"]  # a start is ~10^9
     assert r["ratio"] == round(counts["agent-server"] / counts["baseline"], 3)
